@@ -1,0 +1,484 @@
+//! The language table: `grammars.toml` (embedded in the binary) parsed and checked into a
+//! [`LanguageTable`] that maps file paths to [`Language`]s.
+//!
+//! Loading has two phases, like helix's `languages.toml`: serde reads the raw rows (kebab-case
+//! keys, unknown keys rejected, a token may be a string or a list), then [`LanguageTable::parse`]
+//! checks them (sorted, unique names, no file type claimed twice, grammar names known, comment
+//! node kinds present in their grammar) and builds the lookup maps.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+
+use crate::grammar;
+
+/// The table compiled into the binary.
+pub const BUILTIN_TOML: &str = include_str!("../grammars.toml");
+
+/// An error in the language table, naming the row it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("grammars.toml is not valid: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("grammars.toml: language `{name}`: {problem}")]
+    Row { name: String, problem: String },
+    #[error("grammars.toml: rows must be sorted by name: `{after}` comes after `{before}`")]
+    Unsorted { before: String, after: String },
+    #[error("grammars.toml: {what} is claimed by both `{first}` and `{second}`")]
+    Claimed {
+        what: String,
+        first: String,
+        second: String,
+    },
+}
+
+// ---- phase 1: raw rows, exactly as written -------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTable {
+    language: Vec<RawLanguage>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawLanguage {
+    name: String,
+    #[serde(default)]
+    file_types: Vec<RawFileType>,
+    #[serde(default)]
+    shebangs: Vec<String>,
+    grammar: Option<String>,
+    #[serde(default)]
+    comment_kinds: Vec<String>,
+    #[serde(default)]
+    line_comment: OneOrMany<String>,
+    #[serde(default)]
+    block_comment: Pairs,
+    doc_markers: Option<String>,
+    #[serde(default)]
+    strings: Vec<RawDelimiter>,
+    #[serde(default)]
+    multiline_strings: Vec<RawDelimiter>,
+    #[serde(default)]
+    embedded: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawFileType {
+    Extension(String),
+    Name { name: String },
+    Glob { glob: String },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T> Default for OneOrMany<T> {
+    fn default() -> Self {
+        OneOrMany::Many(Vec::new())
+    }
+}
+
+impl<T> OneOrMany<T> {
+    fn into_vec(self) -> Vec<T> {
+        match self {
+            OneOrMany::One(t) => vec![t],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// `["/*", "*/"]` or `[["/*", "*/"], ["(*", "*)"]]`.
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+enum Pairs {
+    #[default]
+    None,
+    One([String; 2]),
+    Many(Vec<[String; 2]>),
+}
+
+/// `'"'` (same open and close) or `["<<", ">>"]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDelimiter {
+    Same(String),
+    Pair([String; 2]),
+}
+
+// ---- phase 2: checked rows -----------------------------------------------------------------
+
+/// How a file is recognised as being in a language.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// Extension without the dot, lowercase (`py`); matched case-insensitively.
+    Extension(String),
+    /// Exact file name (`Makefile`), case-sensitive.
+    Name(String),
+    /// A glob over the file name (`Dockerfile.*`).
+    Glob(String),
+}
+
+impl std::fmt::Display for FileType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileType::Extension(e) => write!(f, "*.{e}"),
+            FileType::Name(n) => f.write_str(n),
+            FileType::Glob(g) => f.write_str(g),
+        }
+    }
+}
+
+/// An opening and a closing delimiter (of a block comment or a string).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delimiters {
+    pub open: String,
+    pub close: String,
+}
+
+/// One checked row of the table.
+#[derive(Debug)]
+pub struct Language {
+    pub name: String,
+    pub file_types: Vec<FileType>,
+    pub shebangs: Vec<String>,
+    /// The grammar name as written in the table (it may not be compiled in).
+    pub grammar: Option<String>,
+    /// The grammar itself, when its feature is compiled in.
+    pub ts_language: Option<tree_sitter::Language>,
+    /// Node kinds of the grammar that are comments.
+    pub comment_kinds: Vec<String>,
+    pub line_comments: Vec<String>,
+    pub block_comments: Vec<Delimiters>,
+    /// Characters allowed between the opening token and the trigger (`///`, `//!`, `/**`).
+    pub doc_markers: String,
+    /// Strings that end at the end of the line at the latest.
+    pub strings: Vec<Delimiters>,
+    /// Strings that may span lines (`"""`, heredoc-like fixed delimiters).
+    pub multiline_strings: Vec<Delimiters>,
+    /// Only reached from inside another language (Markdown inline), never from a file type.
+    pub embedded: bool,
+}
+
+impl Language {
+    /// Why this language is scanned with the fallback table, or `None` if its grammar is used.
+    pub fn fallback_reason(&self) -> Option<String> {
+        match (&self.grammar, &self.ts_language) {
+            (_, Some(_)) => None,
+            (None, None) => Some("no grammar in the table".to_string()),
+            (Some(g), None) => Some(format!("grammar `{g}` not compiled in")),
+        }
+    }
+}
+
+/// The checked table with its lookup maps.
+#[derive(Debug)]
+pub struct LanguageTable {
+    languages: Vec<Language>,
+    by_name: HashMap<String, usize>,
+    by_file_name: HashMap<String, usize>,
+    by_extension: HashMap<String, usize>,
+    by_shebang: HashMap<String, usize>,
+    globs: GlobSet,
+    glob_owner: Vec<usize>,
+}
+
+impl LanguageTable {
+    /// The table embedded in the binary. Its validity is checked by the test suite, so a
+    /// failure here is a build defect, not a user error.
+    pub fn builtin() -> &'static LanguageTable {
+        static TABLE: OnceLock<LanguageTable> = OnceLock::new();
+        TABLE.get_or_init(|| {
+            LanguageTable::parse(BUILTIN_TOML).expect("embedded grammars.toml is invalid")
+        })
+    }
+
+    /// Reads and checks a table in the `grammars.toml` format.
+    pub fn parse(text: &str) -> Result<LanguageTable, TableError> {
+        let raw: RawTable = toml::from_str(text)?;
+        let mut table = LanguageTable {
+            languages: Vec::with_capacity(raw.language.len()),
+            by_name: HashMap::new(),
+            by_file_name: HashMap::new(),
+            by_extension: HashMap::new(),
+            by_shebang: HashMap::new(),
+            globs: GlobSet::empty(),
+            glob_owner: Vec::new(),
+        };
+        let mut globs = GlobSetBuilder::new();
+        let mut claimed: HashMap<String, String> = HashMap::new();
+        for row in raw.language {
+            if let Some(prev) = table.languages.last() {
+                if prev.name >= row.name {
+                    return Err(TableError::Unsorted {
+                        before: prev.name.clone(),
+                        after: row.name,
+                    });
+                }
+            }
+            let lang = check_row(row)?;
+            let index = table.languages.len();
+            for ft in &lang.file_types {
+                let key = match ft {
+                    FileType::Extension(e) => format!("extension .{e}"),
+                    FileType::Name(n) => format!("file name {n}"),
+                    FileType::Glob(g) => format!("glob {g}"),
+                };
+                if let Some(first) = claimed.insert(key.clone(), lang.name.clone()) {
+                    return Err(TableError::Claimed {
+                        what: key,
+                        first,
+                        second: lang.name.clone(),
+                    });
+                }
+                match ft {
+                    FileType::Extension(e) => {
+                        table.by_extension.insert(e.clone(), index);
+                    }
+                    FileType::Name(n) => {
+                        table.by_file_name.insert(n.clone(), index);
+                    }
+                    FileType::Glob(g) => {
+                        let glob = Glob::new(g).map_err(|e| row_error(&lang.name, e))?;
+                        globs.add(glob);
+                        table.glob_owner.push(index);
+                    }
+                }
+            }
+            for interpreter in &lang.shebangs {
+                if let Some(first) = claimed.insert(format!("shebang {interpreter}"), lang.name.clone()) {
+                    return Err(TableError::Claimed {
+                        what: format!("shebang {interpreter}"),
+                        first,
+                        second: lang.name.clone(),
+                    });
+                }
+                table.by_shebang.insert(interpreter.clone(), index);
+            }
+            table.by_name.insert(lang.name.clone(), index);
+            table.languages.push(lang);
+        }
+        table.globs = globs.build().map_err(|e| row_error("(globs)", e))?;
+        Ok(table)
+    }
+
+    /// Every row, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Language> {
+        self.languages.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.languages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.languages.is_empty()
+    }
+
+    /// The row named `name`.
+    pub fn get(&self, name: &str) -> Option<&Language> {
+        self.by_name.get(name).map(|&i| &self.languages[i])
+    }
+
+    /// The language of a path by its file name: exact name, then glob, then extension.
+    pub fn for_path(&self, path: &Path) -> Option<&Language> {
+        let file_name = path.file_name()?.to_str()?;
+        if let Some(&i) = self.by_file_name.get(file_name) {
+            return Some(&self.languages[i]);
+        }
+        if let Some(&g) = self.globs.matches(file_name).first() {
+            return Some(&self.languages[self.glob_owner[g]]);
+        }
+        let (_, ext) = file_name.rsplit_once('.')?;
+        let i = self.by_extension.get(&ext.to_ascii_lowercase())?;
+        Some(&self.languages[*i])
+    }
+
+    /// The language named by a `#!` line (`#!/usr/bin/env python3` → python), for files whose
+    /// name says nothing.
+    pub fn for_shebang(&self, first_line: &[u8]) -> Option<&Language> {
+        let line = first_line.strip_prefix(b"#!")?;
+        let line = std::str::from_utf8(line).ok()?;
+        let mut words = line.split_whitespace();
+        let mut program = words.next()?.rsplit('/').next()?;
+        if program == "env" {
+            program = words.find(|w| !w.starts_with('-'))?;
+        }
+        if let Some(&i) = self.by_shebang.get(program) {
+            return Some(&self.languages[i]);
+        }
+        // `python3.12` → `python3` → `python`
+        let trimmed = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+        self.by_shebang.get(trimmed).map(|&i| &self.languages[i])
+    }
+}
+
+fn row_error(name: &str, problem: impl std::fmt::Display) -> TableError {
+    TableError::Row {
+        name: name.to_string(),
+        problem: problem.to_string(),
+    }
+}
+
+fn delimiters(raw: Vec<RawDelimiter>) -> Vec<Delimiters> {
+    raw.into_iter()
+        .map(|d| match d {
+            RawDelimiter::Same(s) => Delimiters {
+                open: s.clone(),
+                close: s,
+            },
+            RawDelimiter::Pair([open, close]) => Delimiters { open, close },
+        })
+        .collect()
+}
+
+fn check_row(row: RawLanguage) -> Result<Language, TableError> {
+    let name = row.name;
+    let bad = |problem: &str| row_error(&name, problem);
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'+' || b == b'#') {
+        return Err(bad("name must be lowercase kebab-case"));
+    }
+    let file_types: Vec<FileType> = row
+        .file_types
+        .into_iter()
+        .map(|ft| match ft {
+            RawFileType::Extension(e) => FileType::Extension(e),
+            RawFileType::Name { name } => FileType::Name(name),
+            RawFileType::Glob { glob } => FileType::Glob(glob),
+        })
+        .collect();
+    for ft in &file_types {
+        if let FileType::Extension(e) = ft {
+            if e.is_empty() || e.starts_with('.') || e.chars().any(|c| c.is_ascii_uppercase()) {
+                return Err(bad(&format!("extension `{e}` must be lowercase, without the dot")));
+            }
+        }
+    }
+    if file_types.is_empty() != row.embedded {
+        return Err(bad("a row needs file types, unless it is `embedded = true` (and then none)"));
+    }
+    let line_comments = row.line_comment.into_vec();
+    let block_comments: Vec<Delimiters> = match row.block_comment {
+        Pairs::None => Vec::new(),
+        Pairs::One([open, close]) => vec![Delimiters { open, close }],
+        Pairs::Many(v) => v
+            .into_iter()
+            .map(|[open, close]| Delimiters { open, close })
+            .collect(),
+    };
+    if line_comments.is_empty() && block_comments.is_empty() {
+        return Err(bad("needs a line-comment or a block-comment token"));
+    }
+    if line_comments.iter().any(String::is_empty)
+        || block_comments.iter().any(|d| d.open.is_empty() || d.close.is_empty())
+    {
+        return Err(bad("comment tokens must not be empty"));
+    }
+    let strings = delimiters(row.strings);
+    let multiline_strings = delimiters(row.multiline_strings);
+    if strings.iter().chain(&multiline_strings).any(|d| d.open.is_empty() || d.close.is_empty()) {
+        return Err(bad("string delimiters must not be empty"));
+    }
+    let ts_language = match &row.grammar {
+        None => {
+            if !row.comment_kinds.is_empty() {
+                return Err(bad("comment-kinds without a grammar"));
+            }
+            None
+        }
+        Some(g) => {
+            if !grammar::KNOWN.contains(&g.as_str()) {
+                return Err(bad(&format!("unknown grammar `{g}` (see src/grammar.rs)")));
+            }
+            if row.comment_kinds.is_empty() {
+                return Err(bad("a grammar needs its comment-kinds"));
+            }
+            let lang = grammar::language(g);
+            if let Some(lang) = &lang {
+                for kind in &row.comment_kinds {
+                    if lang.id_for_node_kind(kind, true) == 0 {
+                        return Err(bad(&format!("grammar `{g}` has no node kind `{kind}`")));
+                    }
+                }
+            }
+            lang
+        }
+    };
+    Ok(Language {
+        name,
+        file_types,
+        shebangs: row.shebangs,
+        grammar: row.grammar,
+        ts_language,
+        comment_kinds: row.comment_kinds,
+        line_comments,
+        block_comments,
+        doc_markers: row.doc_markers.unwrap_or_else(|| "/!*".to_string()),
+        strings,
+        multiline_strings,
+        embedded: row.embedded,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_table_is_valid_and_large() {
+        let table = LanguageTable::parse(BUILTIN_TOML).unwrap_or_else(|e| panic!("{e}"));
+        assert!(table.len() >= 150, "only {} languages", table.len());
+        for lang in table.iter() {
+            if let Some(g) = &lang.grammar {
+                assert!(
+                    lang.ts_language.is_some(),
+                    "grammar `{g}` of `{}` does not resolve with default features",
+                    lang.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lookups() {
+        let t = LanguageTable::builtin();
+        let name = |p: &str| t.for_path(Path::new(p)).map(|l| l.name.as_str());
+        assert_eq!(name("src/a.rs"), Some("rust"));
+        assert_eq!(name("A.PY"), Some("python"));
+        assert_eq!(name("x/Makefile"), Some("make"));
+        assert_eq!(name("Dockerfile.dev"), Some("dockerfile"));
+        assert_eq!(name("notes.txt"), None);
+        assert_eq!(name("README"), None);
+        let sb = |l: &str| t.for_shebang(l.as_bytes()).map(|l| l.name.as_str());
+        assert_eq!(sb("#!/usr/bin/env python3"), Some("python"));
+        assert_eq!(sb("#!/bin/bash -e"), Some("bash"));
+        assert_eq!(sb("#!/usr/bin/env -S ruby -w"), Some("ruby"));
+        assert_eq!(sb("no shebang"), None);
+    }
+
+    #[test]
+    fn rejects_bad_tables() {
+        let err = |t: &str| LanguageTable::parse(t).unwrap_err().to_string();
+        let row = |name: &str, ext: &str| {
+            format!("[[language]]\nname = \"{name}\"\nfile-types = [\"{ext}\"]\nline-comment = \"#\"\n")
+        };
+        assert!(err(&format!("{}{}", row("b", "x"), row("a", "y"))).contains("sorted"));
+        assert!(err(&format!("{}{}", row("a", "x"), row("b", "x"))).contains("claimed by both"));
+        assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\ncolour = 1\n")
+            .contains("unknown field"));
+        assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\n").contains("needs a line-comment"));
+        assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\ngrammar = \"nope\"\ncomment-kinds = [\"comment\"]\n")
+            .contains("unknown grammar"));
+        assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\ngrammar = \"python\"\ncomment-kinds = [\"remark\"]\n")
+            .contains("no node kind `remark`"));
+    }
+}

@@ -1,0 +1,157 @@
+//! The `filewatch-mcp` command line: `scan` and `languages`.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use filewatch_mcp::languages::{FileType, LanguageTable};
+use filewatch_mcp::pipeline;
+use filewatch_mcp::scan::{DecidedBy, FallbackReason, Marker, Scanner, DEFAULT_TRIGGER};
+
+#[derive(Parser)]
+#[command(name = "filewatch-mcp", version, about = "Hears `// @claude <ask>` comments in your code")]
+struct Cli {
+    /// Log level for stderr (error, warn, info, debug, trace); RUST_LOG overrides it.
+    #[arg(long, global = true, default_value = "warn")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the markers in files and trees; writes nothing.
+    Scan {
+        /// One JSON object per marker and line.
+        #[arg(long)]
+        json: bool,
+        /// The word that starts an ask.
+        #[arg(long, default_value = DEFAULT_TRIGGER)]
+        trigger: String,
+        /// Files and directories to scan (directories honour .gitignore and friends).
+        #[arg(default_value = ".")]
+        paths: Vec<PathBuf>,
+    },
+    /// Print the language table: file types, and grammar or fallback.
+    Languages {
+        /// One JSON object per language and line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log_level);
+    let result = match cli.command {
+        Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
+        Command::Languages { json } => languages(json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed stdout (`| head`) is not an error worth a message.
+            if e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("filewatch-mcp: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let table = LanguageTable::builtin();
+    let scanner = Scanner::new(table, trigger)?;
+    for p in paths {
+        std::fs::symlink_metadata(p).with_context(|| format!("cannot scan {}", p.display()))?;
+    }
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let report = pipeline::scan_paths(&scanner, paths, threads);
+    for err in &report.errors {
+        if err.is_skip() {
+            tracing::info!("skipped {err}");
+        } else {
+            tracing::warn!("{err}");
+        }
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
+    for file in &report.files {
+        let path = file.path.to_string_lossy();
+        for m in &file.markers {
+            if json {
+                writeln!(out, "{}", marker_json(&path, m))?;
+            } else {
+                let tag = m.tag.as_ref().map(|t| format!("  [{t} tagged]")).unwrap_or_default();
+                writeln!(out, "{path}:{}: {}{tag}", m.line, m.text)?;
+            }
+        }
+    }
+    out.flush()?;
+    tracing::info!(
+        "{} files scanned, {} markers",
+        report.scanned,
+        report.files.iter().map(|f| f.markers.len()).sum::<usize>()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The public JSON shape of a marker (keep these keys: scripts depend on them).
+fn marker_json(path: &str, m: &Marker) -> serde_json::Value {
+    let reason = match &m.decided_by {
+        DecidedBy::Syntax => None,
+        DecidedBy::Fallback(r) => Some(r.to_string()),
+    };
+    serde_json::json!({
+        "file": path,
+        "line": m.line,
+        "column": m.column,
+        "text": m.text,
+        "tagged": m.is_tagged(),
+        "id": m.tag,
+        "language": m.language,
+        "mode": m.decided_by.mode(),
+        "reason": reason,
+    })
+}
+
+fn languages(json: bool) -> anyhow::Result<ExitCode> {
+    let table = LanguageTable::builtin();
+    let mut out = BufWriter::new(io::stdout().lock());
+    for lang in table.iter() {
+        let types: Vec<String> = lang.file_types.iter().map(FileType::to_string).collect();
+        let decided = match FallbackReason::for_language(lang) {
+            None => format!("grammar {}", lang.grammar.as_deref().unwrap_or_default()),
+            Some(FallbackReason::NoGrammar) => "fallback".to_string(),
+            Some(reason) => format!("fallback ({reason})"),
+        };
+        if json {
+            let v = serde_json::json!({
+                "name": lang.name,
+                "file_types": types,
+                "shebangs": lang.shebangs,
+                "grammar": lang.grammar,
+                "mode": if lang.ts_language.is_some() { "syntax" } else { "fallback" },
+                "embedded": lang.embedded,
+            });
+            writeln!(out, "{v}")?;
+        } else {
+            let types = if lang.embedded { "(embedded)".to_string() } else { types.join(" ") };
+            writeln!(out, "{:<18} {:<28} {}", lang.name, decided, types)?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

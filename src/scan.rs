@@ -1,0 +1,872 @@
+//! Finds the trigger markers in one file's bytes: a memmem prefilter, then the syntax tree (or
+//! the fallback table) decides whether each hit really starts a one-line comment.
+//!
+//! Pure: bytes and a [`Language`] in, [`Marker`]s out, no I/O. Parsers are kept per thread.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::{ControlFlow, Range};
+use std::time::{Duration, Instant};
+
+use memchr::memmem;
+use tree_sitter::{Node, ParseOptions, Parser, Tree};
+
+use crate::languages::{Language, LanguageTable};
+
+/// The word that starts an ask unless `--trigger` says otherwise.
+pub const DEFAULT_TRIGGER: &str = "@claude";
+
+/// A parse that takes longer than this is abandoned and the file scanned with the fallback
+/// table; a 1 MiB file parses in well under a second with every grammar we ship.
+const PARSE_BUDGET: Duration = Duration::from_secs(5);
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Length of a tag: `[fw-` + 8 hex + `]`.
+pub const TAG_LEN: usize = 13;
+
+/// One `@claude` marker found in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// 1-based line of the trigger.
+    pub line: usize,
+    /// 1-based byte column of the trigger on its line (a BOM does not count).
+    pub column: usize,
+    /// Byte range of the whole comment, delimiters included, line ending excluded.
+    pub comment: Range<usize>,
+    /// Byte offset right after the trigger: where a stamp inserts its tag.
+    pub insert_at: usize,
+    /// The ask: the trigger and the rest of the comment body, without the tag, the closing
+    /// delimiter and trailing whitespace.
+    pub text: String,
+    /// `fw-xxxxxxxx` when the marker is already stamped.
+    pub tag: Option<String>,
+    /// Name of the file's language in the table.
+    pub language: String,
+    /// What decided that this hit is inside a comment.
+    pub decided_by: DecidedBy,
+}
+
+impl Marker {
+    pub fn is_tagged(&self) -> bool {
+        self.tag.is_some()
+    }
+}
+
+/// Whether the syntax tree or the fallback table decided that a marker is in a comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecidedBy {
+    Syntax,
+    Fallback(FallbackReason),
+}
+
+impl DecidedBy {
+    /// `"syntax"` or `"fallback"`, as in `scan --json`.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            DecidedBy::Syntax => "syntax",
+            DecidedBy::Fallback(_) => "fallback",
+        }
+    }
+}
+
+/// Why the fallback table decided instead of a syntax tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FallbackReason {
+    /// The language has no grammar in the table.
+    NoGrammar,
+    /// The table names a grammar whose cargo feature is off.
+    GrammarNotCompiled(String),
+    /// The parser gave up (time budget) on this file.
+    ParseFailed,
+    /// The hit lies in or next to a syntax error; the fallback confirmed it.
+    SyntaxError,
+}
+
+impl FallbackReason {
+    /// The reason a language is scanned with the fallback, or `None` if its grammar is used.
+    pub fn for_language(lang: &Language) -> Option<FallbackReason> {
+        match (&lang.grammar, &lang.ts_language) {
+            (_, Some(_)) => None,
+            (None, None) => Some(FallbackReason::NoGrammar),
+            (Some(g), None) => Some(FallbackReason::GrammarNotCompiled(g.clone())),
+        }
+    }
+}
+
+impl fmt::Display for FallbackReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FallbackReason::NoGrammar => f.write_str("no grammar for this language"),
+            FallbackReason::GrammarNotCompiled(g) => write!(f, "grammar `{g}` not compiled in"),
+            FallbackReason::ParseFailed => f.write_str("the parser gave up on this file"),
+            FallbackReason::SyntaxError => f.write_str("syntax error next to the marker"),
+        }
+    }
+}
+
+/// An unusable trigger word.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid trigger {0:?}: it must be non-empty and hold no whitespace or `[`")]
+pub struct BadTrigger(pub String);
+
+/// Scans files for one trigger word.
+pub struct Scanner<'t> {
+    table: &'t LanguageTable,
+    trigger: String,
+    finder: memmem::Finder<'static>,
+}
+
+impl<'t> Scanner<'t> {
+    pub fn new(table: &'t LanguageTable, trigger: &str) -> Result<Scanner<'t>, BadTrigger> {
+        if trigger.is_empty() || trigger.contains(|c: char| c.is_whitespace() || c == '[') {
+            return Err(BadTrigger(trigger.to_string()));
+        }
+        Ok(Scanner {
+            table,
+            trigger: trigger.to_string(),
+            finder: memmem::Finder::new(trigger.as_bytes()).into_owned(),
+        })
+    }
+
+    pub fn trigger(&self) -> &str {
+        &self.trigger
+    }
+
+    pub fn table(&self) -> &'t LanguageTable {
+        self.table
+    }
+
+    /// True if the trigger's bytes occur anywhere in `src`: the one pass most saves cost.
+    pub fn has_trigger(&self, src: &[u8]) -> bool {
+        self.finder.find(src).is_some()
+    }
+
+    /// Every marker in `src`, a file in language `lang`, in file order.
+    pub fn scan(&self, lang: &Language, src: &[u8]) -> Vec<Marker> {
+        let hits: Vec<usize> = self.finder.find_iter(src).collect();
+        if hits.is_empty() {
+            return Vec::new();
+        }
+        let mut markers = match &lang.ts_language {
+            Some(ts) => match self.scan_syntax(lang, ts, src, &hits) {
+                Some(found) => found,
+                None => self.scan_fallback(lang, src, FallbackReason::ParseFailed),
+            },
+            None => {
+                let reason = FallbackReason::for_language(lang).unwrap_or(FallbackReason::NoGrammar);
+                self.scan_fallback(lang, src, reason)
+            }
+        };
+        Positions::new(src).fill(&mut markers);
+        markers
+    }
+
+    // ---- the syntax path ---------------------------------------------------------------
+
+    fn scan_syntax(
+        &self,
+        lang: &Language,
+        ts: &tree_sitter::Language,
+        src: &[u8],
+        hits: &[usize],
+    ) -> Option<Vec<Marker>> {
+        let grammar = lang.grammar.as_deref().unwrap_or(&lang.name);
+        let tree = parse(grammar, ts, src, None)?;
+        let root = tree.root_node();
+        let mut injected: HashMap<usize, Option<(&Language, Tree)>> = HashMap::new();
+        let mut fallback: Option<Vec<Marker>> = None;
+        let mut markers: Vec<Marker> = Vec::new();
+        let end = self.trigger.len();
+
+        for &hit in hits {
+            if markers.last().is_some_and(|m| m.comment.contains(&hit)) {
+                continue;
+            }
+            let Some(node) = root.descendant_for_byte_range(hit, hit + end) else {
+                continue;
+            };
+            // Is the hit inside a region another grammar owns (`<script>`, Markdown inline)?
+            let (row, sub_root) = match embedded_region(self.table, lang, node, src) {
+                Embedded::No => (lang, None),
+                Embedded::Opaque => continue,
+                Embedded::Yes(row, region) => {
+                    let entry = injected.entry(region.start).or_insert_with(|| {
+                        let ts = row.ts_language.as_ref()?;
+                        let grammar = row.grammar.as_deref()?;
+                        parse(grammar, ts, src, Some(region)).map(|t| (row, t))
+                    });
+                    match entry {
+                        Some((row, tree)) => (*row, Some(tree.root_node())),
+                        None => continue,
+                    }
+                }
+            };
+            let node = match sub_root {
+                Some(r) => match r.descendant_for_byte_range(hit, hit + end) {
+                    Some(n) => n,
+                    None => continue,
+                },
+                None => node,
+            };
+            let Some(comment) = enclosing_comment(row, node) else {
+                continue;
+            };
+            if lang_hides_comment(lang, comment, src) {
+                continue;
+            }
+            let Some(range) = one_line_comment(row, src, comment.byte_range()) else {
+                continue;
+            };
+            let Some(body) = self.read_comment(row, src, range.clone(), hit) else {
+                continue;
+            };
+            let tree_root = sub_root.unwrap_or(root);
+            let decided_by = if near_error(comment, tree_root, line_around(src, range.clone())) {
+                // Keep it only if the line-based reading agrees: an unterminated string may
+                // have turned the rest of the file into look-alike comments.
+                let confirmed = fallback
+                    .get_or_insert_with(|| self.scan_fallback(row, src, FallbackReason::SyntaxError));
+                if !confirmed.iter().any(|m| m.insert_at == body.insert_at) {
+                    continue;
+                }
+                DecidedBy::Fallback(FallbackReason::SyntaxError)
+            } else {
+                DecidedBy::Syntax
+            };
+            markers.push(body.into_marker(range, lang, decided_by));
+        }
+        Some(markers)
+    }
+
+    // ---- the fallback path -------------------------------------------------------------
+
+    /// Line-based reading with the table's tokens: a marker must be a comment that starts its
+    /// line (after indentation), outside any string or block comment that spans lines.
+    fn scan_fallback(&self, lang: &Language, src: &[u8], reason: FallbackReason) -> Vec<Marker> {
+        let lexer = FallbackLexer::new(lang);
+        let mut markers = Vec::new();
+        let mut state = LexState::Code;
+        let mut line_start = 0;
+        while line_start < src.len() {
+            let nl = memchr::memchr(b'\n', &src[line_start..]).map_or(src.len(), |i| line_start + i);
+            let mut line_end = nl;
+            if line_end > line_start && src[line_end - 1] == b'\r' {
+                line_end -= 1;
+            }
+            if state == LexState::Code {
+                let mut start = line_start;
+                if line_start == 0 && src.starts_with(BOM) {
+                    start = BOM.len();
+                }
+                while start < line_end && matches!(src[start], b' ' | b'\t') {
+                    start += 1;
+                }
+                if let Some(range) = lexer.comment_at(src, start, line_end) {
+                    if let Some(hit) = self.finder.find(&src[range.clone()]) {
+                        let hit = range.start + hit;
+                        if let Some(body) = self.read_comment(lang, src, range.clone(), hit) {
+                            let by = DecidedBy::Fallback(reason.clone());
+                            markers.push(body.into_marker(range, lang, by));
+                        }
+                    }
+                }
+            }
+            state = lexer.advance(src, line_start, line_end, state);
+            line_start = nl + 1;
+        }
+        markers
+    }
+
+    // ---- reading one comment -----------------------------------------------------------
+
+    /// Reads the comment `range` whose trigger is at `hit`: the trigger must start the body,
+    /// after the opening token, doc markers and whitespace.
+    fn read_comment(&self, lang: &Language, src: &[u8], range: Range<usize>, hit: usize) -> Option<Body> {
+        let prefix = &src[range.start..hit];
+        let close = opening_token(lang, prefix)?;
+        let mut body_end = range.end;
+        if let Some(close) = close {
+            let close = close.as_bytes();
+            if src[..body_end].ends_with(close) && body_end - close.len() >= hit {
+                body_end -= close.len();
+            }
+        }
+        let after = hit + self.trigger.len();
+        if after > body_end {
+            return None;
+        }
+        let (tag, payload) = match parse_tag(&src[after..body_end]) {
+            Some(tag) => (Some(tag), after + TAG_LEN),
+            None => (None, after),
+        };
+        // The trigger (and tag) must be followed by whitespace and something to ask.
+        if !matches!(src.get(payload), Some(b' ' | b'\t')) || payload >= body_end {
+            return None;
+        }
+        let text_end = payload + trim_end(&src[payload..body_end]).len();
+        if text_end == payload || src[payload..text_end].iter().all(|b| b.is_ascii_whitespace()) {
+            return None;
+        }
+        let mut text = self.trigger.clone();
+        text.push_str(&String::from_utf8_lossy(&src[payload..text_end]));
+        Some(Body {
+            hit,
+            insert_at: after,
+            tag,
+            text,
+        })
+    }
+}
+
+/// The parts of a marker that reading the comment yields.
+struct Body {
+    hit: usize,
+    insert_at: usize,
+    tag: Option<String>,
+    text: String,
+}
+
+impl Body {
+    fn into_marker(self, comment: Range<usize>, lang: &Language, decided_by: DecidedBy) -> Marker {
+        Marker {
+            line: 0,
+            column: self.hit, // replaced by `Positions::fill`
+            comment,
+            insert_at: self.insert_at,
+            text: self.text,
+            tag: self.tag,
+            language: lang.name.clone(),
+            decided_by,
+        }
+    }
+}
+
+/// Recognises the comment's opening token at the start of `prefix` (the bytes between the
+/// comment start and the trigger) and checks that only doc markers and whitespace follow it.
+/// Returns the closing delimiter to strip, if the token opens a block comment.
+fn opening_token<'l>(lang: &'l Language, prefix: &[u8]) -> Option<Option<&'l str>> {
+    let blocks = lang.block_comments.iter().map(|d| (d.open.as_str(), Some(d.close.as_str())));
+    let lines = lang.line_comments.iter().map(|t| (t.as_str(), None));
+    let mut candidates: Vec<(&str, Option<&str>)> = blocks.chain(lines).collect();
+    candidates.sort_by_key(|(open, _)| std::cmp::Reverse(open.len()));
+    candidates.into_iter().find_map(|(open, close)| {
+        let rest = prefix.strip_prefix(open.as_bytes())?;
+        let repeat = *open.as_bytes().last()?;
+        let ok = rest
+            .iter()
+            .all(|&b| b == b' ' || b == b'\t' || b == repeat || lang.doc_markers.as_bytes().contains(&b));
+        ok.then_some(close)
+    })
+}
+
+/// `[fw-xxxxxxxx]` at the start of `bytes` → `fw-xxxxxxxx`.
+pub fn parse_tag(bytes: &[u8]) -> Option<String> {
+    let tag = bytes.get(..TAG_LEN)?;
+    let hex = &tag[4..12];
+    let ok = tag.starts_with(b"[fw-")
+        && tag[12] == b']'
+        && hex.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+    ok.then(|| String::from_utf8_lossy(&tag[1..12]).into_owned())
+}
+
+fn trim_end(bytes: &[u8]) -> &[u8] {
+    let end = bytes
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    &bytes[..end]
+}
+
+// ---- tree helpers --------------------------------------------------------------------------
+
+thread_local! {
+    /// One parser per grammar per thread: creating a parser is cheap, but the tree-sitter docs
+    /// recommend reuse, and it keeps allocations warm across files.
+    static PARSERS: RefCell<HashMap<String, Parser>> = RefCell::new(HashMap::new());
+}
+
+/// Parses `src` (or only `region` of it, keeping offsets file-absolute) with a bounded budget.
+fn parse(grammar: &str, ts: &tree_sitter::Language, src: &[u8], region: Option<Range<usize>>) -> Option<Tree> {
+    PARSERS.with(|parsers| {
+        let mut parsers = parsers.borrow_mut();
+        if !parsers.contains_key(grammar) {
+            let mut parser = Parser::new();
+            parser.set_language(ts).ok()?;
+            parsers.insert(grammar.to_string(), parser);
+        }
+        let parser = parsers.get_mut(grammar)?;
+        let ranges = match region {
+            Some(r) => vec![ts_range(src, r)],
+            None => Vec::new(),
+        };
+        parser.set_included_ranges(&ranges).ok()?;
+        let deadline = Instant::now() + PARSE_BUDGET;
+        let mut give_up = |_: &tree_sitter::ParseState| {
+            if Instant::now() > deadline {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let options = ParseOptions::new().progress_callback(&mut give_up);
+        let mut read = |i: usize, _| src.get(i..).unwrap_or_default();
+        let tree = parser.parse_with_options(&mut read, None, Some(options));
+        if tree.is_none() {
+            parser.reset();
+        }
+        tree
+    })
+}
+
+fn ts_range(src: &[u8], r: Range<usize>) -> tree_sitter::Range {
+    let point = |offset: usize| {
+        let before = &src[..offset];
+        let row = memchr::memchr_iter(b'\n', before).count();
+        let col = offset - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        tree_sitter::Point::new(row, col)
+    };
+    tree_sitter::Range {
+        start_byte: r.start,
+        end_byte: r.end,
+        start_point: point(r.start),
+        end_point: point(r.end),
+    }
+}
+
+/// The nearest node, from `node` up, whose kind is one of the language's comment kinds.
+fn enclosing_comment<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
+    let mut n = Some(node);
+    while let Some(cur) = n {
+        if lang.comment_kinds.iter().any(|k| k == cur.kind()) {
+            return Some(cur);
+        }
+        n = cur.parent();
+    }
+    None
+}
+
+/// The comment's range if it lies on one line: trailing `\r`/`\n` trimmed (Rust doc comments
+/// and many grammars include them), and a Markdown `html_block` cut after its `-->`.
+fn one_line_comment(lang: &Language, src: &[u8], range: Range<usize>) -> Option<Range<usize>> {
+    let mut end = range.end;
+    while end > range.start && matches!(src[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let text = &src[range.start..end];
+    for d in &lang.block_comments {
+        if text.starts_with(d.open.as_bytes()) && !text.ends_with(d.close.as_bytes()) {
+            // A node that holds more than the comment (Markdown's html_block): the comment
+            // ends at the first closing delimiter.
+            if let Some(i) = memmem::find(&text[d.open.len()..], d.close.as_bytes()) {
+                end = range.start + d.open.len() + i + d.close.len();
+            }
+        }
+    }
+    let range = range.start..end;
+    (!src[range.clone()].contains(&b'\n')).then_some(range)
+}
+
+/// The whole line(s) holding `range`, without the line ending.
+fn line_around(src: &[u8], range: Range<usize>) -> Range<usize> {
+    let start = src[..range.start].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let end = memchr::memchr(b'\n', &src[range.end..]).map_or(src.len(), |i| range.end + i);
+    start..end
+}
+
+/// True if the comment is inside an ERROR node, beside one, or shares its line with an error
+/// or a MISSING node.
+fn near_error(comment: Node, root: Node, line: Range<usize>) -> bool {
+    if !root.has_error() {
+        return false;
+    }
+    let mut n = comment.parent();
+    while let Some(p) = n {
+        if p.is_error() || p.is_missing() {
+            return true;
+        }
+        n = p.parent();
+    }
+    let bad = |n: Option<Node>| n.is_some_and(|n| n.is_error() || n.is_missing());
+    if bad(comment.prev_sibling()) || bad(comment.next_sibling()) {
+        return true;
+    }
+    error_touches(root, &line)
+}
+
+fn error_touches(node: Node, range: &Range<usize>) -> bool {
+    if !node.has_error() || node.end_byte() < range.start || node.start_byte() > range.end {
+        return false;
+    }
+    if node.is_error() || node.is_missing() {
+        return true;
+    }
+    let mut cursor = node.walk();
+    let touches = node.children(&mut cursor).any(|child| error_touches(child, range));
+    touches
+}
+
+/// Where a hit lies with respect to a language embedded in the file's language.
+enum Embedded<'l> {
+    /// In the file's own grammar.
+    No,
+    /// In a region whose content is not code we read (`<script type="text/template">`).
+    Opaque,
+    /// In a region another grammar owns: parse `Range` with that language.
+    Yes(&'l Language, Range<usize>),
+}
+
+/// HTML `<script>`/`<style>` bodies are JavaScript/TypeScript/CSS; Markdown paragraphs are
+/// parsed again with the inline grammar, where inline HTML comments live.
+fn embedded_region<'l>(table: &'l LanguageTable, lang: &Language, node: Node, src: &[u8]) -> Embedded<'l> {
+    let grammar = lang.grammar.as_deref();
+    let mut n = Some(node);
+    while let Some(cur) = n {
+        match (grammar, cur.kind()) {
+            (Some("html"), "raw_text") => {
+                let Some(element) = cur.parent() else { return Embedded::Opaque };
+                let inner = match element.kind() {
+                    "script_element" => script_language(element, src),
+                    "style_element" => style_language(element, src),
+                    _ => None,
+                };
+                return match inner.and_then(|name| table.get(name)) {
+                    Some(row) => Embedded::Yes(row, cur.byte_range()),
+                    None => Embedded::Opaque,
+                };
+            }
+            (Some("markdown"), "inline") => {
+                return match table.get("markdown-inline") {
+                    Some(row) => Embedded::Yes(row, cur.byte_range()),
+                    None => Embedded::Opaque,
+                };
+            }
+            _ => {}
+        }
+        n = cur.parent();
+    }
+    Embedded::No
+}
+
+/// The value of attribute `name` on an element's start tag, lowercased and trimmed.
+fn attribute(element: Node, src: &[u8], name: &str) -> Option<String> {
+    let start = element.child(0).filter(|c| c.kind() == "start_tag")?;
+    let mut cursor = start.walk();
+    for attr in start.children(&mut cursor).filter(|c| c.kind() == "attribute") {
+        let mut ac = attr.walk();
+        let mut parts = attr.named_children(&mut ac);
+        let Some(key) = parts.next() else { continue };
+        if !src[key.byte_range()].eq_ignore_ascii_case(name.as_bytes()) {
+            continue;
+        }
+        let value = parts.next().map_or(&b""[..], |v| {
+            let r = v.byte_range();
+            src[r].strip_prefix(b"\"").or_else(|| src[v.byte_range()].strip_prefix(b"'")).unwrap_or(&src[v.byte_range()])
+        });
+        let value = String::from_utf8_lossy(value);
+        return Some(value.trim_matches(|c| c == '"' || c == '\'').trim().to_ascii_lowercase());
+    }
+    None
+}
+
+fn script_language(element: Node, src: &[u8]) -> Option<&'static str> {
+    if let Some(lang) = attribute(element, src, "lang") {
+        return match lang.as_str() {
+            "ts" | "typescript" => Some("typescript"),
+            "tsx" => Some("tsx"),
+            "js" | "javascript" | "jsx" => Some("javascript"),
+            _ => None,
+        };
+    }
+    let ty = attribute(element, src, "type").unwrap_or_default();
+    let ty = ty.split(';').next().unwrap_or_default().trim();
+    const JS: &[&str] = &[
+        "",
+        "module",
+        "text/javascript",
+        "application/javascript",
+        "text/ecmascript",
+        "application/ecmascript",
+        "application/x-javascript",
+        "text/x-javascript",
+        "text/jsx",
+        "text/babel",
+    ];
+    JS.contains(&ty).then_some("javascript")
+}
+
+fn style_language(element: Node, src: &[u8]) -> Option<&'static str> {
+    let ty = attribute(element, src, "type").unwrap_or_default();
+    matches!(ty.as_str(), "" | "text/css").then_some("css")
+}
+
+/// Comment nodes that the file's grammar produces where the language has no comment: HTML
+/// comments inside attribute values, `<textarea>` and `<title>` (both RCDATA).
+fn lang_hides_comment(lang: &Language, comment: Node, src: &[u8]) -> bool {
+    if lang.grammar.as_deref() != Some("html") {
+        return false;
+    }
+    let mut n = comment.parent();
+    while let Some(p) = n {
+        match p.kind() {
+            "quoted_attribute_value" | "attribute_value" | "attribute" | "start_tag" => return true,
+            "element" => {
+                let tag = p
+                    .child(0)
+                    .filter(|c| c.kind() == "start_tag")
+                    .and_then(|t| t.named_child(0))
+                    .map(|name| String::from_utf8_lossy(&src[name.byte_range()]).to_ascii_lowercase());
+                if matches!(tag.as_deref(), Some("textarea" | "title")) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        n = p.parent();
+    }
+    false
+}
+
+// ---- the fallback lexer --------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LexState {
+    Code,
+    /// Inside a block comment; the index is into `FallbackLexer::tokens`.
+    Block(usize),
+    /// Inside a string; `true` if it may span lines.
+    String(usize, bool),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TokenKind {
+    Line,
+    Block,
+    String,
+    MultilineString,
+}
+
+/// The row's tokens, longest first, so `"""` wins over `"` and `/**` is read as `/*`.
+struct FallbackLexer<'l> {
+    tokens: Vec<(&'l str, &'l str, TokenKind)>,
+}
+
+impl<'l> FallbackLexer<'l> {
+    fn new(lang: &'l Language) -> Self {
+        let mut tokens: Vec<(&str, &str, TokenKind)> = Vec::new();
+        tokens.extend(lang.line_comments.iter().map(|t| (t.as_str(), "", TokenKind::Line)));
+        tokens.extend(lang.block_comments.iter().map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::Block)));
+        tokens.extend(lang.strings.iter().map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::String)));
+        tokens.extend(
+            lang.multiline_strings
+                .iter()
+                .map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::MultilineString)),
+        );
+        // Stable sort: at equal length, comments win over strings.
+        tokens.sort_by_key(|(open, _, _)| std::cmp::Reverse(open.len()));
+        FallbackLexer { tokens }
+    }
+
+    fn token_at(&self, src: &[u8], i: usize) -> Option<usize> {
+        self.tokens.iter().position(|(open, _, _)| src[i..].starts_with(open.as_bytes()))
+    }
+
+    /// A comment that starts exactly at `start` and ends on this line: its range.
+    fn comment_at(&self, src: &[u8], start: usize, line_end: usize) -> Option<Range<usize>> {
+        let t = self.token_at(&src[..line_end], start)?;
+        let (open, close, kind) = self.tokens[t];
+        match kind {
+            TokenKind::Line => Some(start..line_end),
+            TokenKind::Block => {
+                let body = start + open.len();
+                let i = memmem::find(&src[body..line_end], close.as_bytes())?;
+                Some(start..body + i + close.len())
+            }
+            TokenKind::String | TokenKind::MultilineString => None,
+        }
+    }
+
+    /// The state after reading `src[line_start..line_end]` in `state`.
+    fn advance(&self, src: &[u8], line_start: usize, line_end: usize, mut state: LexState) -> LexState {
+        let line = &src[..line_end];
+        let mut i = line_start;
+        while i < line_end {
+            match state {
+                LexState::Code => match self.token_at(line, i) {
+                    None => i += 1,
+                    Some(t) => {
+                        let (open, _, kind) = self.tokens[t];
+                        i += open.len();
+                        state = match kind {
+                            TokenKind::Line => return LexState::Code,
+                            TokenKind::Block => LexState::Block(t),
+                            TokenKind::String => LexState::String(t, false),
+                            TokenKind::MultilineString => LexState::String(t, true),
+                        };
+                    }
+                },
+                LexState::Block(t) => {
+                    let close = self.tokens[t].1.as_bytes();
+                    match memmem::find(&line[i..], close) {
+                        Some(j) => {
+                            i += j + close.len();
+                            state = LexState::Code;
+                        }
+                        None => i = line_end,
+                    }
+                }
+                LexState::String(t, _) => {
+                    let close = self.tokens[t].1.as_bytes();
+                    if line[i] == b'\\' {
+                        i += 2;
+                    } else if line[i..].starts_with(close) {
+                        i += close.len();
+                        state = LexState::Code;
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+        }
+        match state {
+            LexState::String(_, false) => LexState::Code,
+            other => other,
+        }
+    }
+}
+
+// ---- positions -----------------------------------------------------------------------------
+
+/// Turns byte offsets into 1-based lines and columns, in one forward pass over sorted markers.
+struct Positions<'s> {
+    src: &'s [u8],
+    offset: usize,
+    line: usize,
+    line_start: usize,
+}
+
+impl<'s> Positions<'s> {
+    fn new(src: &'s [u8]) -> Self {
+        Positions {
+            src,
+            offset: 0,
+            line: 1,
+            line_start: 0,
+        }
+    }
+
+    /// Markers hold the trigger offset in `column` until this runs.
+    fn fill(&mut self, markers: &mut [Marker]) {
+        markers.sort_by_key(|m| m.column);
+        for m in markers.iter_mut() {
+            let hit = m.column;
+            for i in memchr::memchr_iter(b'\n', &self.src[self.offset..hit]) {
+                self.line += 1;
+                self.line_start = self.offset + i + 1;
+            }
+            self.offset = hit;
+            let bom = if self.line_start == 0 && self.src.starts_with(BOM) { BOM.len() } else { 0 };
+            m.line = self.line;
+            m.column = hit - self.line_start - bom + 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(lang: &str, src: &str) -> Vec<(usize, usize, String, Option<String>, &'static str)> {
+        let table = LanguageTable::builtin();
+        let scanner = Scanner::new(table, DEFAULT_TRIGGER).unwrap();
+        scanner
+            .scan(table.get(lang).unwrap(), src.as_bytes())
+            .into_iter()
+            .map(|m| (m.line, m.column, m.text, m.tag, m.decided_by.mode()))
+            .collect()
+    }
+
+    #[test]
+    fn finds_whole_line_and_trailing_comments() {
+        let found = scan("python", "x = 1  # @claude why one?\n# @claude[fw-0123abcd] done\n");
+        assert_eq!(
+            found,
+            vec![
+                (1, 10, "@claude why one?".into(), None, "syntax"),
+                (2, 3, "@claude done".into(), Some("fw-0123abcd".into()), "syntax"),
+            ]
+        );
+    }
+
+    #[test]
+    fn strings_are_not_comments() {
+        assert!(scan("python", "s = \"# @claude nope\"\n").is_empty());
+        assert!(scan("rust", "let s = r#\"// @claude nope\"#;\n").is_empty());
+        assert!(scan("javascript", "const t = `\n// @claude nope ${x}\n`;\n").is_empty());
+    }
+
+    #[test]
+    fn near_misses_are_not_markers() {
+        for src in ["// @claudette x\n", "// @claude: x\n", "// @claude\n", "// @claude   \n", "// x @claude y\n"] {
+            assert!(scan("rust", src).is_empty(), "{src:?}");
+        }
+        assert!(scan("rust", "/* @claude spans\n lines */\n").is_empty());
+    }
+
+    #[test]
+    fn crlf_and_bom_do_not_leak_into_the_ask() {
+        let found = scan("go", "\u{feff}// @claude fix\r\nx := 1 // @claude why\r\n");
+        assert_eq!(found[0].0..=found[0].1, 1..=4);
+        assert_eq!(found[0].2, "@claude fix");
+        assert_eq!(found[1].2, "@claude why");
+    }
+
+    #[test]
+    fn unterminated_string_yields_no_marker() {
+        assert!(scan("python", "x = \"abc # @claude fix\ny = 2\n").is_empty());
+        assert!(scan("javascript", "let x = 'abc // @claude fix\nlet y = 2\n").is_empty());
+    }
+
+    #[test]
+    fn fallback_needs_line_start_and_skips_multiline_strings() {
+        let table = LanguageTable::builtin();
+        let scanner = Scanner::new(table, DEFAULT_TRIGGER).unwrap();
+        let lang = Language {
+            name: "test".into(),
+            file_types: vec![],
+            shebangs: vec![],
+            grammar: None,
+            ts_language: None,
+            comment_kinds: vec![],
+            line_comments: vec!["#".into()],
+            block_comments: vec![],
+            doc_markers: String::new(),
+            strings: vec![],
+            multiline_strings: vec![crate::languages::Delimiters {
+                open: "\"\"\"".into(),
+                close: "\"\"\"".into(),
+            }],
+            embedded: false,
+        };
+        let src = b"  # @claude one\nx = 1 # @claude two\ns = \"\"\"\n# @claude three\n\"\"\"\n# @claude four\n";
+        let found: Vec<usize> = scanner.scan(&lang, src).iter().map(|m| m.line).collect();
+        assert_eq!(found, vec![1, 6]);
+    }
+
+    #[test]
+    fn parse_tag_accepts_only_the_exact_shape() {
+        assert_eq!(parse_tag(b"[fw-0123abcd] x").as_deref(), Some("fw-0123abcd"));
+        assert_eq!(parse_tag(b"[fw-0123ABCD] x"), None);
+        assert_eq!(parse_tag(b"[fw-0123abc] x"), None);
+        assert_eq!(parse_tag(b"[fw-0123abcd"), None);
+    }
+
+    #[test]
+    fn custom_trigger_is_rejected_when_unusable() {
+        let table = LanguageTable::builtin();
+        assert!(Scanner::new(table, "").is_err());
+        assert!(Scanner::new(table, "@a b").is_err());
+        assert!(Scanner::new(table, "@ai").is_ok());
+    }
+}
