@@ -64,6 +64,8 @@ struct RawLanguage {
     #[serde(default)]
     multiline_strings: Vec<RawDelimiter>,
     #[serde(default)]
+    comments_start_line: bool,
+    #[serde(default)]
     embedded: bool,
 }
 
@@ -165,6 +167,9 @@ pub struct Language {
     pub strings: Vec<Delimiters>,
     /// Strings that may span lines (`"""`, heredoc-like fixed delimiters).
     pub multiline_strings: Vec<Delimiters>,
+    /// Only a comment that starts its line is a comment (Dockerfile: `FROM x # y` is an
+    /// argument), even where the grammar says otherwise.
+    pub comments_start_line: bool,
     /// Only reached from inside another language (Markdown inline), never from a file type.
     pub embedded: bool,
 }
@@ -425,6 +430,7 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
         doc_markers: row.doc_markers.unwrap_or_else(|| "/!*".to_string()),
         strings,
         multiline_strings,
+        comments_start_line: row.comments_start_line,
         embedded: row.embedded,
     })
 }

@@ -213,12 +213,15 @@ impl<'t> Scanner<'t> {
             let Some(comment) = enclosing_comment(row, node) else {
                 continue;
             };
-            if lang_hides_comment(lang, comment, src) {
+            if lang_hides_comment(lang, comment, src) || parent_is_string(comment) {
                 continue;
             }
-            let Some(range) = one_line_comment(row, src, comment.byte_range()) else {
+            let Some(range) = one_line_comment(row, src, comment.byte_range(), hit) else {
                 continue;
             };
+            if row.comments_start_line && !starts_its_line(src, range.start) {
+                continue;
+            }
             let Some(body) = self.read_comment(row, src, range.clone(), hit) else {
                 continue;
             };
@@ -448,13 +451,24 @@ fn enclosing_comment<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
 }
 
 /// The comment's range if it lies on one line: trailing `\r`/`\n` trimmed (Rust doc comments
-/// and many grammars include them), and a Markdown `html_block` cut after its `-->`.
-fn one_line_comment(lang: &Language, src: &[u8], range: Range<usize>) -> Option<Range<usize>> {
+/// and many grammars include them), a Markdown `html_block` cut after its `-->`, and a run of
+/// line comments that the grammar merged into one node (Haskell) cut to the line of `hit`.
+fn one_line_comment(
+    lang: &Language,
+    src: &[u8],
+    range: Range<usize>,
+    hit: usize,
+) -> Option<Range<usize>> {
     let mut end = range.end;
     while end > range.start && matches!(src[end - 1], b'\n' | b'\r') {
         end -= 1;
     }
     let text = &src[range.start..end];
+    if text.contains(&b'\n') {
+        if let Some(line) = merged_line_comment(lang, src, range.start..end, hit) {
+            return Some(line);
+        }
+    }
     for d in &lang.block_comments {
         if text.starts_with(d.open.as_bytes()) && !text.ends_with(d.close.as_bytes()) {
             // A node that holds more than the comment (Markdown's html_block): the comment
@@ -466,6 +480,61 @@ fn one_line_comment(lang: &Language, src: &[u8], range: Range<usize>) -> Option<
     }
     let range = range.start..end;
     (!src[range.clone()].contains(&b'\n')).then_some(range)
+}
+
+/// If every line of `range` is a line comment (`-- a` / `-- b`), the one holding `hit`,
+/// from its comment token to the end of the line.
+fn merged_line_comment(
+    lang: &Language,
+    src: &[u8],
+    range: Range<usize>,
+    hit: usize,
+) -> Option<Range<usize>> {
+    let starts_with_token = |line: &[u8]| {
+        let line = trim_start(line);
+        lang.line_comments.iter().any(|t| line.starts_with(t.as_bytes()))
+    };
+    let mut found = None;
+    let mut start = range.start;
+    for line in src[range.clone()].split(|&b| b == b'\n') {
+        if !starts_with_token(line) {
+            return None;
+        }
+        let end = start + line.len();
+        if (start..end).contains(&hit) {
+            let token = start + (line.len() - trim_start(line).len());
+            let end = start + trim_end(line).len();
+            found = Some(token..end.max(token));
+        }
+        start = end + 1;
+    }
+    found
+}
+
+/// True if only indentation (or a BOM) precedes `offset` on its line.
+fn starts_its_line(src: &[u8], offset: usize) -> bool {
+    let line_start = src[..offset].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let before = &src[line_start..offset];
+    let before = before.strip_prefix(BOM).unwrap_or(before);
+    before.iter().all(|&b| b == b' ' || b == b'\t')
+}
+
+fn trim_start(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
+    &bytes[start..]
+}
+
+/// A comment node directly inside a string, or inside a heredoc below its opening line, is a
+/// grammar's mistake (tree-sitter-lua reads `"--[[ x ]]"` so, tree-sitter-php a `#` line of a
+/// heredoc body): the text is string. A comment after a heredoc opener (`cat <<EOF # x`) is real.
+fn parent_is_string(comment: Node) -> bool {
+    comment.parent().is_some_and(|p| {
+        let kind = p.kind();
+        if kind.contains("heredoc") {
+            return comment.start_position().row > p.start_position().row;
+        }
+        kind.contains("string") && !kind.contains("concatenat")
+    })
 }
 
 /// The whole line(s) holding `range`, without the line ending.
@@ -488,7 +557,9 @@ fn near_error(comment: Node, root: Node, line: Range<usize>) -> bool {
         }
         n = p.parent();
     }
-    let bad = |n: Option<Node>| n.is_some_and(|n| n.is_error() || n.is_missing());
+    // A sibling holding an error: an unterminated string on the line before leaves the
+    // ERROR inside the previous statement, and the comment right after it.
+    let bad = |n: Option<Node>| n.is_some_and(|n| n.is_error() || n.is_missing() || n.has_error());
     if bad(comment.prev_sibling()) || bad(comment.next_sibling()) {
         return true;
     }
@@ -847,6 +918,7 @@ mod tests {
                 open: "\"\"\"".into(),
                 close: "\"\"\"".into(),
             }],
+            comments_start_line: false,
             embedded: false,
         };
         let src = b"  # @claude one\nx = 1 # @claude two\ns = \"\"\"\n# @claude three\n\"\"\"\n# @claude four\n";
