@@ -80,18 +80,12 @@ fn file_kind(meta: &Metadata) -> &'static str {
 /// a FIFO writer (`O_NOFOLLOW | O_NONBLOCK`), and the opened descriptor is checked again in
 /// case the path was swapped in between.
 pub fn read_source(path: &Path) -> Result<Source, ReadError> {
-    let io_err = |source: io::Error| ReadError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source: io::Error| ReadError::Io { path: path.to_path_buf(), source };
     let meta = std::fs::symlink_metadata(path).map_err(io_err)?;
     check_metadata(path, &meta)?;
     let file = open_no_follow(path).map_err(|e| {
         if is_symlink_refusal(&e) {
-            ReadError::NotRegular {
-                path: path.to_path_buf(),
-                kind: "symlink",
-            }
+            ReadError::NotRegular { path: path.to_path_buf(), kind: "symlink" }
         } else {
             io_err(e)
         }
@@ -102,15 +96,10 @@ pub fn read_source(path: &Path) -> Result<Source, ReadError> {
     // Read one byte past the limit: a file that grew since the stat is caught here.
     file.take(MAX_FILE_SIZE + 1).read_to_end(&mut bytes).map_err(io_err)?;
     if bytes.len() as u64 > MAX_FILE_SIZE {
-        return Err(ReadError::TooLarge {
-            path: path.to_path_buf(),
-            size: bytes.len() as u64,
-        });
+        return Err(ReadError::TooLarge { path: path.to_path_buf(), size: bytes.len() as u64 });
     }
     if looks_binary(&bytes) {
-        return Err(ReadError::Binary {
-            path: path.to_path_buf(),
-        });
+        return Err(ReadError::Binary { path: path.to_path_buf() });
     }
     Ok(Source { bytes, metadata: meta })
 }
@@ -122,16 +111,10 @@ pub fn looks_binary(bytes: &[u8]) -> bool {
 
 fn check_metadata(path: &Path, meta: &Metadata) -> Result<(), ReadError> {
     if !meta.file_type().is_file() {
-        return Err(ReadError::NotRegular {
-            path: path.to_path_buf(),
-            kind: file_kind(meta),
-        });
+        return Err(ReadError::NotRegular { path: path.to_path_buf(), kind: file_kind(meta) });
     }
     if meta.len() > MAX_FILE_SIZE {
-        return Err(ReadError::TooLarge {
-            path: path.to_path_buf(),
-            size: meta.len(),
-        });
+        return Err(ReadError::TooLarge { path: path.to_path_buf(), size: meta.len() });
     }
     Ok(())
 }
@@ -199,7 +182,10 @@ mod tests {
         let p = dir.path();
         std::fs::write(p.join("target.py"), "# @claude hi\n").unwrap();
         std::os::unix::fs::symlink(p.join("target.py"), p.join("link.py")).unwrap();
-        assert!(matches!(read_source(&p.join("link.py")), Err(ReadError::NotRegular { kind: "symlink", .. })));
+        assert!(matches!(
+            read_source(&p.join("link.py")),
+            Err(ReadError::NotRegular { kind: "symlink", .. })
+        ));
 
         let fifo = p.join("pipe.py");
         let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();

@@ -28,11 +28,7 @@ pub enum TableError {
     #[error("grammars.toml: rows must be sorted by name: `{after}` comes after `{before}`")]
     Unsorted { before: String, after: String },
     #[error("grammars.toml: {what} is claimed by both `{first}` and `{second}`")]
-    Claimed {
-        what: String,
-        first: String,
-        second: String,
-    },
+    Claimed { what: String, first: String, second: String },
 }
 
 // ---- phase 1: raw rows, exactly as written -------------------------------------------------
@@ -260,7 +256,9 @@ impl LanguageTable {
                 }
             }
             for interpreter in &lang.shebangs {
-                if let Some(first) = claimed.insert(format!("shebang {interpreter}"), lang.name.clone()) {
+                if let Some(first) =
+                    claimed.insert(format!("shebang {interpreter}"), lang.name.clone())
+                {
                     return Err(TableError::Claimed {
                         what: format!("shebang {interpreter}"),
                         first,
@@ -328,19 +326,13 @@ impl LanguageTable {
 }
 
 fn row_error(name: &str, problem: impl std::fmt::Display) -> TableError {
-    TableError::Row {
-        name: name.to_string(),
-        problem: problem.to_string(),
-    }
+    TableError::Row { name: name.to_string(), problem: problem.to_string() }
 }
 
 fn delimiters(raw: Vec<RawDelimiter>) -> Vec<Delimiters> {
     raw.into_iter()
         .map(|d| match d {
-            RawDelimiter::Same(s) => Delimiters {
-                open: s.clone(),
-                close: s,
-            },
+            RawDelimiter::Same(s) => Delimiters { open: s.clone(), close: s },
             RawDelimiter::Pair([open, close]) => Delimiters { open, close },
         })
         .collect()
@@ -349,7 +341,11 @@ fn delimiters(raw: Vec<RawDelimiter>) -> Vec<Delimiters> {
 fn check_row(row: RawLanguage) -> Result<Language, TableError> {
     let name = row.name;
     let bad = |problem: &str| row_error(&name, problem);
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'+' || b == b'#') {
+    if name.is_empty()
+        || !name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'+' || b == b'#'
+        })
+    {
         return Err(bad("name must be lowercase kebab-case"));
     }
     let file_types: Vec<FileType> = row
@@ -375,10 +371,7 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
     let block_comments: Vec<Delimiters> = match row.block_comment {
         Pairs::None => Vec::new(),
         Pairs::One([open, close]) => vec![Delimiters { open, close }],
-        Pairs::Many(v) => v
-            .into_iter()
-            .map(|[open, close]| Delimiters { open, close })
-            .collect(),
+        Pairs::Many(v) => v.into_iter().map(|[open, close]| Delimiters { open, close }).collect(),
     };
     if line_comments.is_empty() && block_comments.is_empty() {
         return Err(bad("needs a line-comment or a block-comment token"));
@@ -475,13 +468,18 @@ mod tests {
     fn rejects_bad_tables() {
         let err = |t: &str| LanguageTable::parse(t).unwrap_err().to_string();
         let row = |name: &str, ext: &str| {
-            format!("[[language]]\nname = \"{name}\"\nfile-types = [\"{ext}\"]\nline-comment = \"#\"\n")
+            format!(
+                "[[language]]\nname = \"{name}\"\nfile-types = [\"{ext}\"]\nline-comment = \"#\"\n"
+            )
         };
         assert!(err(&format!("{}{}", row("b", "x"), row("a", "y"))).contains("sorted"));
         assert!(err(&format!("{}{}", row("a", "x"), row("b", "x"))).contains("claimed by both"));
-        assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\ncolour = 1\n")
-            .contains("unknown field"));
-        assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\n").contains("needs a line-comment"));
+        assert!(err(
+            "[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\ncolour = 1\n"
+        )
+        .contains("unknown field"));
+        assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\n")
+            .contains("needs a line-comment"));
         assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\ngrammar = \"nope\"\ncomment-kinds = [\"comment\"]\n")
             .contains("unknown grammar"));
         assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\ngrammar = \"python\"\ncomment-kinds = [\"remark\"]\n")

@@ -11,7 +11,11 @@ use filewatch_mcp::pipeline;
 use filewatch_mcp::scan::{DecidedBy, FallbackReason, Marker, Scanner, DEFAULT_TRIGGER};
 
 #[derive(Parser)]
-#[command(name = "filewatch-mcp", version, about = "Hears `// @claude <ask>` comments in your code")]
+#[command(
+    name = "filewatch-mcp",
+    version,
+    about = "Hears `// @claude <ask>` comments in your code"
+)]
 struct Cli {
     /// Log level for stderr (error, warn, info, debug, trace); RUST_LOG overrides it.
     #[arg(long, global = true, default_value = "warn")]
@@ -53,7 +57,8 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // A closed stdout (`| head`) is not an error worth a message.
-            if e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) {
+            if e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            {
                 return ExitCode::SUCCESS;
             }
             eprintln!("filewatch-mcp: {e:#}");

@@ -29,7 +29,11 @@ pub struct ScanReport {
 }
 
 /// The language of `path`: by name, or for extension-less files by the `#!` line.
-pub fn detect_language<'t>(table: &'t LanguageTable, path: &Path, bytes: &[u8]) -> Option<&'t Language> {
+pub fn detect_language<'t>(
+    table: &'t LanguageTable,
+    path: &Path,
+    bytes: &[u8],
+) -> Option<&'t Language> {
     if let Some(lang) = table.for_path(path) {
         return Some(lang);
     }
@@ -41,10 +45,7 @@ pub fn detect_language<'t>(table: &'t LanguageTable, path: &Path, bytes: &[u8]) 
 /// extension (a script whose `#!` line may say). Saves reading images and archives.
 pub fn may_have_language(table: &LanguageTable, path: &Path) -> bool {
     table.for_path(path).is_some()
-        || path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| !n.contains('.'))
+        || path.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.contains('.'))
 }
 
 /// Reads and scans one file. `Ok(None)` means the file is in no known language.
@@ -60,10 +61,8 @@ pub fn scan_file(scanner: &Scanner, path: &Path) -> Result<Option<Vec<Marker>>, 
 /// threads.
 pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanReport {
     let threads = threads.max(1);
-    let explicit: Vec<&PathBuf> = paths
-        .iter()
-        .filter(|p| !std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
-        .collect();
+    let explicit: Vec<&PathBuf> =
+        paths.iter().filter(|p| !std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())).collect();
     let files: Vec<PathBuf> = walk::files(paths, threads)
         .into_iter()
         .filter(|p| explicit.contains(&p) || may_have_language(scanner.table(), p))
@@ -81,10 +80,7 @@ pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanR
                     Ok(Some(markers)) => {
                         report.scanned += 1;
                         if !markers.is_empty() {
-                            report.files.push(FileMarkers {
-                                path: path.clone(),
-                                markers,
-                            });
+                            report.files.push(FileMarkers { path: path.clone(), markers });
                         }
                     }
                     Ok(None) => {}

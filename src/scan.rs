@@ -155,7 +155,8 @@ impl<'t> Scanner<'t> {
                 None => self.scan_fallback(lang, src, FallbackReason::ParseFailed),
             },
             None => {
-                let reason = FallbackReason::for_language(lang).unwrap_or(FallbackReason::NoGrammar);
+                let reason =
+                    FallbackReason::for_language(lang).unwrap_or(FallbackReason::NoGrammar);
                 self.scan_fallback(lang, src, reason)
             }
         };
@@ -229,8 +230,9 @@ impl<'t> Scanner<'t> {
             let decided_by = if near_error(comment, tree_root, line_around(src, range.clone())) {
                 // Keep it only if the line-based reading agrees: an unterminated string may
                 // have turned the rest of the file into look-alike comments.
-                let confirmed = fallback
-                    .get_or_insert_with(|| self.scan_fallback(row, src, FallbackReason::SyntaxError));
+                let confirmed = fallback.get_or_insert_with(|| {
+                    self.scan_fallback(row, src, FallbackReason::SyntaxError)
+                });
                 if !confirmed.iter().any(|m| m.insert_at == body.insert_at) {
                     continue;
                 }
@@ -253,7 +255,8 @@ impl<'t> Scanner<'t> {
         let mut state = LexState::Code;
         let mut line_start = 0;
         while line_start < src.len() {
-            let nl = memchr::memchr(b'\n', &src[line_start..]).map_or(src.len(), |i| line_start + i);
+            let nl =
+                memchr::memchr(b'\n', &src[line_start..]).map_or(src.len(), |i| line_start + i);
             let mut line_end = nl;
             if line_end > line_start && src[line_end - 1] == b'\r' {
                 line_end -= 1;
@@ -286,7 +289,13 @@ impl<'t> Scanner<'t> {
 
     /// Reads the comment `range` whose trigger is at `hit`: the trigger must start the body,
     /// after the opening token, doc markers and whitespace.
-    fn read_comment(&self, lang: &Language, src: &[u8], range: Range<usize>, hit: usize) -> Option<Body> {
+    fn read_comment(
+        &self,
+        lang: &Language,
+        src: &[u8],
+        range: Range<usize>,
+        hit: usize,
+    ) -> Option<Body> {
         let prefix = &src[range.start..hit];
         let close = opening_token(lang, prefix)?;
         let mut body_end = range.end;
@@ -314,12 +323,7 @@ impl<'t> Scanner<'t> {
         }
         let mut text = self.trigger.clone();
         text.push_str(&String::from_utf8_lossy(&src[payload..text_end]));
-        Some(Body {
-            hit,
-            insert_at: after,
-            tag,
-            text,
-        })
+        Some(Body { hit, insert_at: after, tag, text })
     }
 }
 
@@ -357,9 +361,9 @@ fn opening_token<'l>(lang: &'l Language, prefix: &[u8]) -> Option<Option<&'l str
     candidates.into_iter().find_map(|(open, close)| {
         let rest = prefix.strip_prefix(open.as_bytes())?;
         let repeat = *open.as_bytes().last()?;
-        let ok = rest
-            .iter()
-            .all(|&b| b == b' ' || b == b'\t' || b == repeat || lang.doc_markers.as_bytes().contains(&b));
+        let ok = rest.iter().all(|&b| {
+            b == b' ' || b == b'\t' || b == repeat || lang.doc_markers.as_bytes().contains(&b)
+        });
         ok.then_some(close)
     })
 }
@@ -375,10 +379,7 @@ pub fn parse_tag(bytes: &[u8]) -> Option<String> {
 }
 
 fn trim_end(bytes: &[u8]) -> &[u8] {
-    let end = bytes
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(0, |i| i + 1);
+    let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |i| i + 1);
     &bytes[..end]
 }
 
@@ -391,7 +392,12 @@ thread_local! {
 }
 
 /// Parses `src` (or only `region` of it, keeping offsets file-absolute) with a bounded budget.
-fn parse(grammar: &str, ts: &tree_sitter::Language, src: &[u8], region: Option<Range<usize>>) -> Option<Tree> {
+fn parse(
+    grammar: &str,
+    ts: &tree_sitter::Language,
+    src: &[u8],
+    region: Option<Range<usize>>,
+) -> Option<Tree> {
     PARSERS.with(|parsers| {
         let mut parsers = parsers.borrow_mut();
         if !parsers.contains_key(grammar) {
@@ -590,7 +596,12 @@ enum Embedded<'l> {
 
 /// HTML `<script>`/`<style>` bodies are JavaScript/TypeScript/CSS; Markdown paragraphs are
 /// parsed again with the inline grammar, where inline HTML comments live.
-fn embedded_region<'l>(table: &'l LanguageTable, lang: &Language, node: Node, src: &[u8]) -> Embedded<'l> {
+fn embedded_region<'l>(
+    table: &'l LanguageTable,
+    lang: &Language,
+    node: Node,
+    src: &[u8],
+) -> Embedded<'l> {
     let grammar = lang.grammar.as_deref();
     let mut n = Some(node);
     while let Some(cur) = n {
@@ -633,7 +644,10 @@ fn attribute(element: Node, src: &[u8], name: &str) -> Option<String> {
         }
         let value = parts.next().map_or(&b""[..], |v| {
             let r = v.byte_range();
-            src[r].strip_prefix(b"\"").or_else(|| src[v.byte_range()].strip_prefix(b"'")).unwrap_or(&src[v.byte_range()])
+            src[r]
+                .strip_prefix(b"\"")
+                .or_else(|| src[v.byte_range()].strip_prefix(b"'"))
+                .unwrap_or(&src[v.byte_range()])
         });
         let value = String::from_utf8_lossy(value);
         return Some(value.trim_matches(|c| c == '"' || c == '\'').trim().to_ascii_lowercase());
@@ -681,13 +695,17 @@ fn lang_hides_comment(lang: &Language, comment: Node, src: &[u8]) -> bool {
     let mut n = comment.parent();
     while let Some(p) = n {
         match p.kind() {
-            "quoted_attribute_value" | "attribute_value" | "attribute" | "start_tag" => return true,
+            "quoted_attribute_value" | "attribute_value" | "attribute" | "start_tag" => {
+                return true
+            }
             "element" => {
                 let tag = p
                     .child(0)
                     .filter(|c| c.kind() == "start_tag")
                     .and_then(|t| t.named_child(0))
-                    .map(|name| String::from_utf8_lossy(&src[name.byte_range()]).to_ascii_lowercase());
+                    .map(|name| {
+                        String::from_utf8_lossy(&src[name.byte_range()]).to_ascii_lowercase()
+                    });
                 if matches!(tag.as_deref(), Some("textarea" | "title")) {
                     return true;
                 }
@@ -727,8 +745,14 @@ impl<'l> FallbackLexer<'l> {
     fn new(lang: &'l Language) -> Self {
         let mut tokens: Vec<(&str, &str, TokenKind)> = Vec::new();
         tokens.extend(lang.line_comments.iter().map(|t| (t.as_str(), "", TokenKind::Line)));
-        tokens.extend(lang.block_comments.iter().map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::Block)));
-        tokens.extend(lang.strings.iter().map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::String)));
+        tokens.extend(
+            lang.block_comments
+                .iter()
+                .map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::Block)),
+        );
+        tokens.extend(
+            lang.strings.iter().map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::String)),
+        );
         tokens.extend(
             lang.multiline_strings
                 .iter()
@@ -759,7 +783,13 @@ impl<'l> FallbackLexer<'l> {
     }
 
     /// The state after reading `src[line_start..line_end]` in `state`.
-    fn advance(&self, src: &[u8], line_start: usize, line_end: usize, mut state: LexState) -> LexState {
+    fn advance(
+        &self,
+        src: &[u8],
+        line_start: usize,
+        line_end: usize,
+        mut state: LexState,
+    ) -> LexState {
         let line = &src[..line_end];
         let mut i = line_start;
         while i < line_end {
@@ -819,12 +849,7 @@ struct Positions<'s> {
 
 impl<'s> Positions<'s> {
     fn new(src: &'s [u8]) -> Self {
-        Positions {
-            src,
-            offset: 0,
-            line: 1,
-            line_start: 0,
-        }
+        Positions { src, offset: 0, line: 1, line_start: 0 }
     }
 
     /// Markers hold the trigger offset in `column` until this runs.
@@ -879,7 +904,13 @@ mod tests {
 
     #[test]
     fn near_misses_are_not_markers() {
-        for src in ["// @claudette x\n", "// @claude: x\n", "// @claude\n", "// @claude   \n", "// x @claude y\n"] {
+        for src in [
+            "// @claudette x\n",
+            "// @claude: x\n",
+            "// @claude\n",
+            "// @claude   \n",
+            "// x @claude y\n",
+        ] {
             assert!(scan("rust", src).is_empty(), "{src:?}");
         }
         assert!(scan("rust", "/* @claude spans\n lines */\n").is_empty());

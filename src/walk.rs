@@ -9,25 +9,14 @@ use ignore::overrides::{Override, OverrideBuilder};
 use ignore::{WalkBuilder, WalkState};
 
 /// Directories never walked, wherever they are, and file globs never read.
-pub const HARD_EXCLUDES: &[&str] = &[
-    ".git/",
-    "node_modules/",
-    "dist/",
-    "build/",
-    "target/",
-    ".venv/",
-    "*.swp",
-    "*.tmp",
-    "*.lock",
-];
+pub const HARD_EXCLUDES: &[&str] =
+    &[".git/", "node_modules/", "dist/", "build/", "target/", ".venv/", "*.swp", "*.tmp", "*.lock"];
 
 /// The hard excludes as an `ignore` override (each glob negated, i.e. "ignore this").
 fn hard_excludes(root: &Path) -> Override {
     let mut builder = OverrideBuilder::new(root);
     for glob in HARD_EXCLUDES {
-        builder
-            .add(&format!("!{glob}"))
-            .expect("hard-exclude globs are valid");
+        builder.add(&format!("!{glob}")).expect("hard-exclude globs are valid");
     }
     builder.build().expect("hard-exclude globs are valid")
 }

@@ -44,7 +44,9 @@ fn parse_file(text: &str) -> Result<Vec<Case>, String> {
                 if is_rule(lines[i], '=')
                     && (i + 1..lines.len().min(i + 12))
                         .find(|&j| is_rule(lines[j], '='))
-                        .is_some_and(|j| j > i + 1 && lines[i + 2..j].iter().all(|l| l.starts_with(':')))
+                        .is_some_and(|j| {
+                            j > i + 1 && lines[i + 2..j].iter().all(|l| l.starts_with(':'))
+                        })
                 {
                     break;
                 }
@@ -93,12 +95,9 @@ fn parse_file(text: &str) -> Result<Vec<Case>, String> {
 }
 
 fn attr<'a>(case: &'a Case, key: &str) -> Option<&'a str> {
-    case.attributes.iter().find_map(|a| {
-        a.strip_prefix(':')?
-            .strip_prefix(key)?
-            .strip_prefix('(')?
-            .strip_suffix(')')
-    })
+    case.attributes
+        .iter()
+        .find_map(|a| a.strip_prefix(':')?.strip_prefix(key)?.strip_prefix('(')?.strip_suffix(')'))
 }
 
 fn has_flag(case: &Case, flag: &str) -> bool {

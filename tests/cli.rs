@@ -1,0 +1,181 @@
+//! End-to-end tests of the `filewatch-mcp` binary: `scan` and `languages`, on real files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+}
+
+fn run(args: &[&str], dir: &Path) -> Output {
+    bin().args(args).current_dir(dir).output().expect("run filewatch-mcp")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    stdout(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+fn write(root: &Path, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn json_output_keeps_the_public_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.py", "x = 1  # @claude why one?\n");
+    write(dir.path(), "b.go", "package b\n// @claude[fw-0123abcd] done already\n");
+    let lines = json_lines(&run(&["scan", "--json", "."], dir.path()));
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let a = &lines[0];
+    let keys: Vec<&str> = a.as_object().unwrap().keys().map(String::as_str).collect();
+    for k in ["file", "line", "column", "text", "tagged", "id", "language", "mode"] {
+        assert!(keys.contains(&k), "missing key {k} in {a}");
+    }
+    assert_eq!(a["file"], "./a.py");
+    assert_eq!(a["line"], 1);
+    assert_eq!(a["column"], 10);
+    assert_eq!(a["text"], "@claude why one?");
+    assert_eq!(a["tagged"], false);
+    assert_eq!(a["id"], Value::Null);
+    assert_eq!(a["language"], "python");
+    assert_eq!(a["mode"], "syntax");
+    let b = &lines[1];
+    assert_eq!((b["line"].as_u64(), b["tagged"].as_bool()), (Some(2), Some(true)));
+    assert_eq!(b["id"], "fw-0123abcd");
+    assert_eq!(b["text"], "@claude done already");
+}
+
+#[test]
+fn text_output_is_path_line_text() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/a.rs", "fn a() {} // @claude name this\n// @claude[fw-00000000] old\n");
+    let out = stdout(&run(&["scan", "src"], dir.path()));
+    assert_eq!(
+        out,
+        "src/a.rs:1: @claude name this\nsrc/a.rs:2: @claude old  [fw-00000000 tagged]\n"
+    );
+}
+
+#[test]
+fn ignore_rules_hard_excludes_and_explicit_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "keep.js", "// @claude keep\n");
+    write(root, "node_modules/dep/x.js", "// @claude vendored\n");
+    write(root, "gen/out.js", "// @claude generated\n");
+    write(root, ".gitignore", "gen/\n");
+    write(root, "sub/.gitignore", "local.js\n");
+    write(root, "sub/local.js", "// @claude ignored\n");
+    write(root, "sub/ok.js", "// @claude nested ok\n");
+    let texts = |out: &Output| -> Vec<String> {
+        json_lines(out).iter().map(|v| v["text"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(texts(&run(&["scan", "--json"], root)), ["@claude keep", "@claude nested ok"]);
+    // Named explicitly, an ignored file is scanned.
+    let out = run(&["scan", "--json", "node_modules/dep/x.js"], root);
+    assert_eq!(texts(&out), ["@claude vendored"]);
+}
+
+#[test]
+fn custom_trigger() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.rb", "# @ai tidy up\n# @claude not this one\n");
+    let lines = json_lines(&run(&["scan", "--json", "--trigger", "@ai"], dir.path()));
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["text"], "@ai tidy up");
+}
+
+#[test]
+fn shebang_scripts_without_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "bin/tool", "#!/usr/bin/env python3\nprint(1)  # @claude add --help\n");
+    let lines = json_lines(&run(&["scan", "--json"], dir.path()));
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["language"], "python");
+}
+
+#[cfg(unix)]
+#[test]
+fn odd_files_never_hang_or_leak() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(outside.path(), "secret.py", "# @claude outside the tree\n");
+    std::os::unix::fs::symlink(outside.path().join("secret.py"), root.join("link.py")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("linkdir")).unwrap();
+    let fifo = root.join("pipe.py");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    write(root, "binary.py", b"# @claude nope\0\x01\x02");
+    let mut big = b"# @claude too big\n".to_vec();
+    big.resize(2 * 1024 * 1024, b'#');
+    write(root, "big.py", big);
+    write(root, "latin1.py", b"# caf\xe9\n# @claude still found \xff here\n");
+    write(root, "crlf.py", "# @claude no carriage return\r\n");
+    let lines = json_lines(&run(&["scan", "--json"], root));
+    let texts: Vec<&str> = lines.iter().map(|v| v["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["@claude no carriage return", "@claude still found \u{fffd} here"]);
+    // Named explicitly, a FIFO is still refused, not opened.
+    let out = run(&["scan", "pipe.py"], root);
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn missing_path_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["scan", "no/such/dir"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no/such/dir"), "{err}");
+}
+
+#[test]
+fn languages_lists_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = stdout(&run(&["languages"], dir.path()));
+    assert!(out.lines().count() >= 150, "{} rows", out.lines().count());
+    let rust = out.lines().find(|l| l.starts_with("rust ")).expect("rust row");
+    assert!(rust.contains("grammar rust") && rust.contains("*.rs"), "{rust}");
+    let json: Vec<Value> = stdout(&run(&["languages", "--json"], dir.path()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(json.iter().any(|v| v["mode"] == "fallback"));
+    assert!(json.iter().filter(|v| v["mode"] == "syntax").count() >= 28);
+}
+
+/// The repository scanned by its own tool reports exactly the fixture markers: corpus inputs
+/// (`.txt`), bench samples, docs and sources never fire.
+#[test]
+fn self_scan_finds_only_the_fixture_markers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lines = json_lines(&run(&["scan", "--json", "."], root));
+    let found: Vec<String> = lines
+        .iter()
+        .map(|v| {
+            format!("{}:{} {}", v["file"].as_str().unwrap(), v["line"], v["text"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "./tests/fixtures/self-scan/ask.py:6 @claude add type hints to parse()",
+            "./tests/fixtures/self-scan/page.html:7 @claude make the header sticky",
+            "./tests/fixtures/self-scan/page.html:11 @claude debounce this handler",
+            "./tests/fixtures/self-scan/tagged.rs:4 @claude an ask that was already stamped",
+        ]
+    );
+}
