@@ -1,8 +1,8 @@
-//! Reading files safely: regular files only (never a FIFO, socket, device or symlink), with
-//! size and binary checks, so one odd file in a tree can never block or crash a scan.
+//! Reading files safely (regular files only — never a FIFO, socket, device or symlink — with
+//! size and binary checks) and replacing them atomically without ever losing a user's write.
 
 use std::fs::{File, Metadata};
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// Files larger than this are skipped: nobody writes asks into generated megabyte blobs, and
@@ -144,6 +144,261 @@ fn is_symlink_refusal(e: &io::Error) -> bool {
         let _ = e;
         false
     }
+}
+
+// ---- writing ------------------------------------------------------------------------------
+
+/// Why a checked replace did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The file no longer holds the bytes that were scanned: someone (the user) wrote it. The
+    /// file on disk is the user's; nothing of ours is left.
+    #[error("{path}: changed since it was read; left as it is")]
+    Conflict { path: PathBuf },
+    #[error("{path}: read-only; not changed")]
+    ReadOnly { path: PathBuf },
+    #[error("{path}: not a regular file ({kind}); not changed")]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl WriteError {
+    fn io(path: &Path) -> impl Fn(io::Error) -> WriteError + '_ {
+        move |source| {
+            if source.kind() == io::ErrorKind::PermissionDenied {
+                WriteError::ReadOnly { path: path.to_path_buf() }
+            } else {
+                WriteError::Io { path: path.to_path_buf(), source }
+            }
+        }
+    }
+}
+
+/// Replaces `path`, which must hold exactly `expected`, with `new`, atomically.
+///
+/// The new bytes go to a temp file in the same directory (permissions and, where allowed, owner
+/// copied; `fsync`ed). The content is compared with `expected` just before the swap, and the swap
+/// itself is an atomic exchange (`renameat2(RENAME_EXCHANGE)` on Linux), so whatever was at
+/// `path` at that instant is still in hand afterwards: if it is not `expected` — a user's write
+/// slipped in after the check, in place or by rename — it is swapped back and the call fails
+/// with [`WriteError::Conflict`]. A write through a descriptor opened before the swap is caught
+/// by reading the displaced file once more after it is unlinked, and restored.
+///
+/// Files with several hard links are rewritten in place after the same check, so the links stay
+/// one file. Symlinks are never written through; read-only files are left alone.
+pub fn replace_checked(path: &Path, expected: &[u8], new: &[u8]) -> Result<(), WriteError> {
+    replace_checked_with_hook(path, expected, new, &mut || {})
+}
+
+/// [`replace_checked`] with `before_swap` run between the content check and the swap: tests use
+/// it to write the file at the worst moment.
+#[doc(hidden)]
+pub fn replace_checked_with_hook(
+    path: &Path,
+    expected: &[u8],
+    new: &[u8],
+    before_swap: &mut dyn FnMut(),
+) -> Result<(), WriteError> {
+    let io_err = WriteError::io(path);
+    let meta = std::fs::symlink_metadata(path).map_err(&io_err)?;
+    if !meta.file_type().is_file() {
+        return Err(WriteError::NotRegular { path: path.to_path_buf(), kind: file_kind(&meta) });
+    }
+    if meta.permissions().readonly() || !writable(path) {
+        return Err(WriteError::ReadOnly { path: path.to_path_buf() });
+    }
+    if link_count(&meta) > 1 {
+        return write_in_place(path, expected, new, before_swap);
+    }
+    let tmp = write_temp_beside(path, new, &meta)?;
+    if read_exact_file(path).map_err(&io_err)? != expected {
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
+    }
+    before_swap();
+    match exchange(tmp.path(), path) {
+        Ok(()) => settle_exchange(path, tmp, expected, new),
+        Err(e) if exchange_unsupported(&e) => rename_and_check(path, tmp, expected),
+        Err(e) => Err(io_err(e)),
+    }
+}
+
+/// After the exchange, `tmp`'s path holds what was at `path`: keep ours only if that was
+/// exactly `expected`.
+fn settle_exchange(
+    path: &Path,
+    tmp: tempfile::NamedTempFile,
+    expected: &[u8],
+    new: &[u8],
+) -> Result<(), WriteError> {
+    let io_err = WriteError::io(path);
+    let displaced_path = tmp.path().to_path_buf();
+    let mut displaced = open_no_follow(&displaced_path).map_err(&io_err)?;
+    if read_all(&mut displaced).map_err(&io_err)? == expected {
+        drop(tmp); // unlinks the displaced file; our descriptor keeps it readable
+        let late = read_all(&mut displaced).map_err(&io_err)?;
+        if late == expected {
+            return Ok(());
+        }
+        // Written through a descriptor opened before the swap: that write is the newest.
+        write_atomically(path, &late)?;
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
+    }
+    // A write slipped in between the check and the swap: give the user's file its place back.
+    // If the user also wrote into ours meanwhile, that write is newer still: keep it instead.
+    exchange(&displaced_path, path).map_err(&io_err)?;
+    let ours_now = read_exact_file(&displaced_path).map_err(&io_err)?;
+    if ours_now != new {
+        exchange(&displaced_path, path).map_err(&io_err)?;
+    }
+    drop(tmp);
+    Err(WriteError::Conflict { path: path.to_path_buf() })
+}
+
+/// Where the kernel or file system cannot exchange: rename, then check the old file (kept open)
+/// for a write that slipped in between the check and the rename, and restore it if so.
+fn rename_and_check(
+    path: &Path,
+    tmp: tempfile::NamedTempFile,
+    expected: &[u8],
+) -> Result<(), WriteError> {
+    let io_err = WriteError::io(path);
+    let mut old = open_no_follow(path).map_err(&io_err)?;
+    tmp.persist(path).map_err(|e| io_err(e.error))?;
+    let old_now = read_all(&mut old).map_err(&io_err)?;
+    if old_now != expected {
+        write_atomically(path, &old_now)?;
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
+    }
+    Ok(())
+}
+
+/// Hard-linked files: check and rewrite the one inode, so every link sees the change.
+fn write_in_place(
+    path: &Path,
+    expected: &[u8],
+    new: &[u8],
+    before_swap: &mut dyn FnMut(),
+) -> Result<(), WriteError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io_err = WriteError::io(path);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(&io_err)?;
+    if read_all(&mut file).map_err(&io_err)? != expected {
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
+    }
+    before_swap();
+    if read_all(&mut file).map_err(&io_err)? != expected {
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
+    }
+    file.rewind().map_err(&io_err)?;
+    file.write_all(new).map_err(&io_err)?;
+    file.set_len(new.len() as u64).map_err(&io_err)?;
+    file.sync_all().map_err(&io_err)
+}
+
+/// Unconditional atomic replace (temp file + rename), used to put a user's bytes back.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    let io_err = WriteError::io(path);
+    let meta = std::fs::symlink_metadata(path).map_err(&io_err)?;
+    let tmp = write_temp_beside(path, bytes, &meta)?;
+    tmp.persist(path).map_err(|e| io_err(e.error))?;
+    Ok(())
+}
+
+/// A synced temp file in `path`'s directory holding `bytes`, with `meta`'s permissions.
+fn write_temp_beside(
+    path: &Path,
+    bytes: &[u8],
+    meta: &Metadata,
+) -> Result<tempfile::NamedTempFile, WriteError> {
+    let io_err = WriteError::io(path);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".fw-tmp")
+        .tempfile_in(dir)
+        .map_err(&io_err)?;
+    tmp.write_all(bytes).map_err(&io_err)?;
+    tmp.as_file().set_permissions(meta.permissions()).map_err(&io_err)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // Keep the owner when we may (we run as root in a container); otherwise the file
+        // simply becomes ours, as with any editor's atomic save.
+        let _ = std::os::unix::fs::fchown(tmp.as_file(), Some(meta.uid()), Some(meta.gid()));
+    }
+    tmp.as_file().sync_all().map_err(&io_err)?;
+    Ok(tmp)
+}
+
+fn read_all(file: &mut File) -> io::Result<Vec<u8>> {
+    file.rewind()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The bytes of `path` as they are now (no size limit: we compare, we do not parse).
+fn read_exact_file(path: &Path) -> io::Result<Vec<u8>> {
+    read_all(&mut open_no_follow(path)?)
+}
+
+#[cfg(unix)]
+fn link_count(meta: &Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.nlink()
+}
+
+#[cfg(unix)]
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Atomically exchanges two paths (both must exist).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let a = std::ffi::CString::new(a.as_os_str().as_bytes())?;
+    let b = std::ffi::CString::new(b.as_os_str().as_bytes())?;
+    // SAFETY: both are valid NUL-terminated paths; the raw syscall avoids needing a glibc
+    // new enough to wrap renameat2.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn exchange(_a: &Path, _b: &Path) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+fn exchange_unsupported(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Unsupported
+        || matches!(e.raw_os_error(), Some(code) if code == libc::EINVAL || code == libc::ENOSYS || code == libc::EOPNOTSUPP)
 }
 
 #[cfg(test)]

@@ -62,6 +62,8 @@ struct RawLanguage {
     #[serde(default)]
     comments_start_line: bool,
     #[serde(default)]
+    lexed_kinds: Vec<String>,
+    #[serde(default)]
     embedded: bool,
 }
 
@@ -166,6 +168,9 @@ pub struct Language {
     /// Only a comment that starts its line is a comment (Dockerfile: `FROM x # y` is an
     /// argument), even where the grammar says otherwise.
     pub comments_start_line: bool,
+    /// Grammar node kinds whose text the grammar leaves unparsed (C's `preproc_arg`); comments
+    /// inside them are found with the row's tokens.
+    pub lexed_kinds: Vec<String>,
     /// Only reached from inside another language (Markdown inline), never from a file type.
     pub embedded: bool,
 }
@@ -388,7 +393,7 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
     }
     let ts_language = match &row.grammar {
         None => {
-            if !row.comment_kinds.is_empty() {
+            if !row.comment_kinds.is_empty() || !row.lexed_kinds.is_empty() {
                 return Err(bad("comment-kinds without a grammar"));
             }
             None
@@ -402,7 +407,7 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
             }
             let lang = grammar::language(g);
             if let Some(lang) = &lang {
-                for kind in &row.comment_kinds {
+                for kind in row.comment_kinds.iter().chain(&row.lexed_kinds) {
                     if lang.id_for_node_kind(kind, true) == 0 {
                         return Err(bad(&format!("grammar `{g}` has no node kind `{kind}`")));
                     }
@@ -424,6 +429,7 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
         strings,
         multiline_strings,
         comments_start_line: row.comments_start_line,
+        lexed_kinds: row.lexed_kinds,
         embedded: row.embedded,
     })
 }

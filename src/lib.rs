@@ -14,4 +14,5 @@ pub mod grammar;
 pub mod languages;
 pub mod pipeline;
 pub mod scan;
+pub mod stamp;
 pub mod walk;

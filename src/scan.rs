@@ -211,14 +211,24 @@ impl<'t> Scanner<'t> {
                 },
                 None => node,
             };
-            let Some(comment) = enclosing_comment(row, node) else {
-                continue;
-            };
-            if lang_hides_comment(lang, comment, src) || parent_is_string(comment) {
-                continue;
-            }
-            let Some(range) = one_line_comment(row, src, comment.byte_range(), hit) else {
-                continue;
+            let (comment, range) = if let Some(lexed) = lexed_ancestor(row, node) {
+                // Text the grammar leaves unparsed (a C macro body): read it with the tokens.
+                let lexer = FallbackLexer::new(row);
+                let Some(range) = lexer.comment_containing(src, lexed.byte_range(), hit) else {
+                    continue;
+                };
+                (lexed, range)
+            } else {
+                let Some(comment) = enclosing_comment(row, node) else {
+                    continue;
+                };
+                if lang_hides_comment(lang, comment, src) || parent_is_string(comment) {
+                    continue;
+                }
+                let Some(range) = one_line_comment(row, src, comment.byte_range(), hit) else {
+                    continue;
+                };
+                (comment, range)
             };
             if row.comments_start_line && !starts_its_line(src, range.start) {
                 continue;
@@ -456,6 +466,21 @@ fn enclosing_comment<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
     None
 }
 
+/// The nearest node, from `node` up, whose kind the language reads with its tokens.
+fn lexed_ancestor<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
+    if lang.lexed_kinds.is_empty() {
+        return None;
+    }
+    let mut n = Some(node);
+    while let Some(cur) = n {
+        if lang.lexed_kinds.iter().any(|k| k == cur.kind()) {
+            return Some(cur);
+        }
+        n = cur.parent();
+    }
+    None
+}
+
 /// The comment's range if it lies on one line: trailing `\r`/`\n` trimmed (Rust doc comments
 /// and many grammars include them), a Markdown `html_block` cut after its `-->`, and a run of
 /// line comments that the grammar merged into one node (Haskell) cut to the line of `hit`.
@@ -475,16 +500,32 @@ fn one_line_comment(
             return Some(line);
         }
     }
+    let mut start = range.start;
     for d in &lang.block_comments {
-        if text.starts_with(d.open.as_bytes()) && !text.ends_with(d.close.as_bytes()) {
-            // A node that holds more than the comment (Markdown's html_block): the comment
-            // ends at the first closing delimiter.
-            if let Some(i) = memmem::find(&text[d.open.len()..], d.close.as_bytes()) {
-                end = range.start + d.open.len() + i + d.close.len();
+        let closes_before_hit = || {
+            let first_body = (range.start + d.open.len()).min(hit);
+            memmem::find(&src[first_body..hit], d.close.as_bytes()).is_some()
+        };
+        if text.starts_with(d.open.as_bytes())
+            && (!text.ends_with(d.close.as_bytes()) || closes_before_hit())
+        {
+            // A node that holds more than one comment (Markdown's html_block): the comment is
+            // the one around the hit, from the last opener before it to the next closer.
+            let Some(open) = memmem::rfind(&src[range.start..hit], d.open.as_bytes()) else {
+                continue;
+            };
+            start = range.start + open;
+            let body = start + d.open.len();
+            if let Some(i) = memmem::find(&src[body..end], d.close.as_bytes()) {
+                end = body + i + d.close.len();
             }
         }
     }
-    let range = range.start..end;
+    // A lone `\r` ends a line too (CR-only files): the comment stops there.
+    if let Some(cr) = memchr::memchr(b'\r', &src[start..end]) {
+        end = start + cr;
+    }
+    let range = start..end;
     (!src[range.clone()].contains(&b'\n')).then_some(range)
 }
 
@@ -618,7 +659,7 @@ fn embedded_region<'l>(
                     None => Embedded::Opaque,
                 };
             }
-            (Some("markdown"), "inline") => {
+            (Some("markdown"), "inline" | "pipe_table_cell") => {
                 return match table.get("markdown-inline") {
                     Some(row) => Embedded::Yes(row, cur.byte_range()),
                     None => Embedded::Opaque,
@@ -687,11 +728,23 @@ fn style_language(element: Node, src: &[u8]) -> Option<&'static str> {
 }
 
 /// Comment nodes that the file's grammar produces where the language has no comment: HTML
-/// comments inside attribute values, `<textarea>` and `<title>` (both RCDATA).
+/// comments inside attribute values, `<textarea>` and `<title>` (both RCDATA); CSS comments
+/// inside an unquoted `url()`.
 fn lang_hides_comment(lang: &Language, comment: Node, src: &[u8]) -> bool {
-    if lang.grammar.as_deref() != Some("html") {
-        return false;
+    match lang.grammar.as_deref() {
+        Some("html") => html_hides_comment(comment, src),
+        Some("css") => {
+            // Everything inside an unquoted `url(...)` is the URL.
+            let call =
+                comment.parent().filter(|p| p.kind() == "arguments").and_then(|a| a.parent());
+            call.and_then(|c| c.child(0))
+                .is_some_and(|name| src[name.byte_range()].eq_ignore_ascii_case(b"url"))
+        }
+        _ => false,
     }
+}
+
+fn html_hides_comment(comment: Node, src: &[u8]) -> bool {
     let mut n = comment.parent();
     while let Some(p) = n {
         match p.kind() {
@@ -780,6 +833,59 @@ impl<'l> FallbackLexer<'l> {
             }
             TokenKind::String | TokenKind::MultilineString => None,
         }
+    }
+
+    /// The one-line comment in `region` (read with the tokens from its start) that holds `hit`.
+    fn comment_containing(
+        &self,
+        src: &[u8],
+        region: Range<usize>,
+        hit: usize,
+    ) -> Option<Range<usize>> {
+        let text = &src[..region.end];
+        let mut state = LexState::Code;
+        let mut i = region.start;
+        while i <= hit && i < region.end {
+            match state {
+                LexState::Code => match self.token_at(text, i) {
+                    None => i += 1,
+                    Some(t) => {
+                        let (open, _, kind) = self.tokens[t];
+                        match kind {
+                            TokenKind::Line | TokenKind::Block => {
+                                let line_end = memchr::memchr2(b'\n', b'\r', &text[i..])
+                                    .map_or(region.end, |j| i + j);
+                                let comment = self.comment_at(src, i, line_end)?;
+                                if comment.contains(&hit) {
+                                    return Some(comment);
+                                }
+                                i = comment.end;
+                            }
+                            TokenKind::String => {
+                                state = LexState::String(t, false);
+                                i += open.len();
+                            }
+                            TokenKind::MultilineString => {
+                                state = LexState::String(t, true);
+                                i += open.len();
+                            }
+                        }
+                    }
+                },
+                LexState::String(t, _) | LexState::Block(t) => {
+                    let close = self.tokens[t].1.as_bytes();
+                    if text[i] == b'\\' {
+                        i += 2;
+                    } else if text[i..].starts_with(close) {
+                        i += close.len();
+                        state = LexState::Code;
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// The state after reading `src[line_start..line_end]` in `state`.
@@ -950,6 +1056,7 @@ mod tests {
                 close: "\"\"\"".into(),
             }],
             comments_start_line: false,
+            lexed_kinds: vec![],
             embedded: false,
         };
         let src = b"  # @claude one\nx = 1 # @claude two\ns = \"\"\"\n# @claude three\n\"\"\"\n# @claude four\n";

@@ -1,0 +1,229 @@
+//! Pure byte splices on scanned files: stamping tags after triggers, and resolving (removing) a
+//! marker by id. Nothing but the tag bytes (or the removed marker) ever changes.
+
+use std::collections::HashSet;
+
+use memchr::memmem;
+
+use crate::scan::Marker;
+
+/// One tag to insert: `[id]` goes at `insert_at` (right after the trigger).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    pub insert_at: usize,
+    /// `fw-xxxxxxxx`.
+    pub id: String,
+}
+
+/// A resolve that found nothing to remove.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("no marker with id {0} in this file")]
+    UnknownId(String),
+}
+
+/// An id `fw-` + 8 lowercase hex digits, taken from `random` (e.g. a v4 UUID), that occurs
+/// neither in `src` nor in `taken`. Redraws on a clash.
+pub fn fresh_id(src: &[u8], taken: &HashSet<String>, mut random: impl FnMut() -> u128) -> String {
+    loop {
+        let id = format!("fw-{:08x}", (random() >> 96) as u32);
+        if !taken.contains(&id) && memmem::find(src, id.as_bytes()).is_none() {
+            return id;
+        }
+    }
+}
+
+/// A v4 UUID as the randomness for [`fresh_id`].
+pub fn uuid_random() -> u128 {
+    uuid::Uuid::new_v4().as_u128()
+}
+
+/// Stamps for every untagged marker, each with a fresh id unique in `src` and among themselves.
+pub fn plan(src: &[u8], markers: &[Marker], mut random: impl FnMut() -> u128) -> Vec<Stamp> {
+    let mut taken = HashSet::new();
+    let mut stamps = Vec::new();
+    for m in markers.iter().filter(|m| !m.is_tagged()) {
+        let id = fresh_id(src, &taken, &mut random);
+        taken.insert(id.clone());
+        stamps.push(Stamp { insert_at: m.insert_at, id });
+    }
+    stamps
+}
+
+/// `src` with `[id]` inserted at each stamp's offset; every other byte is kept as it was.
+///
+/// # Panics
+/// If an offset is past the end of `src` (stamps must come from a scan of these bytes).
+pub fn splice(src: &[u8], stamps: &[Stamp]) -> Vec<u8> {
+    let mut order: Vec<&Stamp> = stamps.iter().collect();
+    order.sort_by_key(|s| s.insert_at);
+    let mut out = Vec::with_capacity(src.len() + stamps.len() * (crate::scan::TAG_LEN));
+    let mut cursor = 0;
+    for s in order {
+        out.extend_from_slice(&src[cursor..s.insert_at]);
+        out.push(b'[');
+        out.extend_from_slice(s.id.as_bytes());
+        out.push(b']');
+        cursor = s.insert_at;
+    }
+    out.extend_from_slice(&src[cursor..]);
+    out
+}
+
+/// `src` without the marker(s) tagged `id`: a comment alone on its line goes with its whole line
+/// (line ending included); a comment after code goes with the whitespace before it; a comment
+/// before code goes with the whitespace after it. Nothing else changes.
+pub fn resolve(src: &[u8], markers: &[Marker], id: &str) -> Result<Vec<u8>, ResolveError> {
+    let mut cuts: Vec<(usize, usize)> = markers
+        .iter()
+        .filter(|m| m.tag.as_deref() == Some(id))
+        .map(|m| removal(src, m.comment.start, m.comment.end))
+        .collect();
+    if cuts.is_empty() {
+        return Err(ResolveError::UnknownId(id.to_string()));
+    }
+    cuts.sort_unstable();
+    let mut out = Vec::with_capacity(src.len());
+    let mut cursor = 0;
+    for (start, end) in cuts {
+        let start = start.max(cursor);
+        out.extend_from_slice(&src[cursor..start]);
+        cursor = cursor.max(end);
+    }
+    out.extend_from_slice(&src[cursor..]);
+    Ok(out)
+}
+
+/// The byte range to delete for a comment at `start..end`.
+fn removal(src: &[u8], start: usize, end: usize) -> (usize, usize) {
+    let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let line_start =
+        src[..start].iter().rposition(|&b| b == b'\n' || b == b'\r').map_or(0, |i| i + 1);
+    let line_end =
+        src[end..].iter().position(|&b| b == b'\n' || b == b'\r').map_or(src.len(), |i| end + i);
+    let before = &src[line_start..start];
+    let before_blank = before.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(before).iter().all(is_blank);
+    let after_blank = src[end..line_end].iter().all(is_blank);
+    match (before_blank, after_blank) {
+        (true, true) => {
+            // The whole line, its ending too (`\r\n`, `\n` or a lone `\r`); a BOM stays.
+            let keep_bom = if line_start == 0 && src.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+            let mut cut_end = line_end;
+            if src[cut_end..].starts_with(b"\r\n") {
+                cut_end += 2;
+            } else if cut_end < src.len() {
+                cut_end += 1;
+            } else if line_start > 0 {
+                // The last line has no ending: take the one before it instead, so the file
+                // does not keep a trailing empty line it never had.
+                let prev_end = line_start - 1;
+                let prev_end = if prev_end > 0 && &src[prev_end - 1..=prev_end] == b"\r\n" {
+                    prev_end - 1
+                } else {
+                    prev_end
+                };
+                return (prev_end, line_end);
+            }
+            (line_start + keep_bom, cut_end)
+        }
+        (false, _) => {
+            let ws = src[..start].iter().rev().take_while(|b| is_blank(b)).count();
+            (start - ws, end)
+        }
+        (true, false) => {
+            let ws = src[end..].iter().take_while(|b| is_blank(b)).count();
+            (start, end + ws)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::languages::LanguageTable;
+    use crate::scan::Scanner;
+
+    fn markers(lang: &str, src: &[u8]) -> Vec<Marker> {
+        let table = LanguageTable::builtin();
+        Scanner::new(table, "@claude").unwrap().scan(table.get(lang).unwrap(), src)
+    }
+
+    fn counter() -> impl FnMut() -> u128 {
+        let mut n = 0u128;
+        move || {
+            n += 1;
+            n << 96
+        }
+    }
+
+    fn stamp_all(lang: &str, src: &[u8]) -> Vec<u8> {
+        splice(src, &plan(src, &markers(lang, src), counter()))
+    }
+
+    #[test]
+    fn stamp_changes_only_the_tag_bytes() {
+        let cases: &[(&str, &[u8], &[u8])] = &[
+            ("python", b"# @claude a\n", b"# @claude[fw-00000001] a\n"),
+            // no final newline, CRLF, BOM, tabs and trailing spaces survive
+            (
+                "python",
+                b"\xEF\xBB\xBFx = 1\r\n\t# @claude a  \r\n# b",
+                b"\xEF\xBB\xBFx = 1\r\n\t# @claude[fw-00000001] a  \r\n# b",
+            ),
+            // CR-only and mixed endings
+            (
+                "go",
+                b"package a\r// @claude x\n// @claude y\r\n",
+                b"package a\r// @claude[fw-00000001] x\n// @claude[fw-00000002] y\r\n",
+            ),
+            // invalid UTF-8 elsewhere
+            (
+                "rust",
+                b"// \xff\xfe\nfn a() {} // @claude b\n",
+                b"// \xff\xfe\nfn a() {} // @claude[fw-00000001] b\n",
+            ),
+            // tagged markers are left alone
+            (
+                "rust",
+                b"// @claude[fw-0000000a] old\n// @claude new\n",
+                b"// @claude[fw-0000000a] old\n// @claude[fw-00000001] new\n",
+            ),
+        ];
+        for (lang, src, want) in cases {
+            assert_eq!(stamp_all(lang, src), *want, "{}", String::from_utf8_lossy(src));
+        }
+    }
+
+    #[test]
+    fn fresh_ids_avoid_ids_in_the_file_and_each_other() {
+        let src = b"// fw-00000001 is mentioned here\n// @claude a\n// @claude b\n";
+        let stamps = plan(src, &markers("rust", src), counter());
+        let ids: Vec<&str> = stamps.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["fw-00000002", "fw-00000003"]);
+        let real = plan(src, &markers("rust", src), uuid_random);
+        assert!(real.iter().all(|s| s.id.len() == 11 && s.id.starts_with("fw-")));
+        assert_ne!(real[0].id, real[1].id);
+    }
+
+    #[test]
+    fn resolve_removes_exactly_the_marker() {
+        let cases: &[(&str, &[u8], &[u8])] = &[
+            ("python", b"a = 1\n# @claude[fw-0000000a] x\nb = 2\n", b"a = 1\nb = 2\n"),
+            ("python", b"a = 1\r\n  # @claude[fw-0000000a] x\r\nb = 2\r\n", b"a = 1\r\nb = 2\r\n"),
+            ("python", b"a = 1  # @claude[fw-0000000a] x\nb = 2\n", b"a = 1\nb = 2\n"),
+            ("python", b"a = 1\n# @claude[fw-0000000a] x", b"a = 1"),
+            ("python", b"# @claude[fw-0000000a] x", b""),
+            ("python", b"\xEF\xBB\xBF# @claude[fw-0000000a] x\nb\n", b"\xEF\xBB\xBFb\n"),
+            ("c", b"/* @claude[fw-0000000a] x */ int a;\n", b"int a;\n"),
+            ("c", b"int a; /* @claude[fw-0000000a] x */ int b;\n", b"int a; int b;\n"),
+            ("go", b"package a\r// @claude[fw-0000000a] x\rvar b = 1\r", b"package a\rvar b = 1\r"),
+        ];
+        for (lang, src, want) in cases {
+            let got = resolve(src, &markers(lang, src), "fw-0000000a").unwrap();
+            assert_eq!(got, *want, "{}", String::from_utf8_lossy(src));
+        }
+        let err = resolve(b"# @claude x\n", &markers("python", b"# @claude x\n"), "fw-12345678")
+            .unwrap_err();
+        assert_eq!(err.to_string(), "no marker with id fw-12345678 in this file");
+    }
+}
