@@ -188,17 +188,41 @@ impl WriteError {
 /// Files with several hard links are rewritten in place after the same check, so the links stay
 /// one file. Symlinks are never written through; read-only files are left alone.
 pub fn replace_checked(path: &Path, expected: &[u8], new: &[u8]) -> Result<(), WriteError> {
-    replace_checked_with_hook(path, expected, new, &mut || {})
+    replace_checked_with_hooks(path, expected, new, &mut Hooks::default())
 }
 
-/// [`replace_checked`] with `before_swap` run between the content check and the swap: tests use
-/// it to write the file at the worst moment.
+/// Points inside [`replace_checked`] where tests write the file at the worst moment.
 #[doc(hidden)]
-pub fn replace_checked_with_hook(
+#[derive(Default)]
+pub struct Hooks<'a> {
+    /// Between the content check and the swap.
+    pub before_swap: Option<&'a mut dyn FnMut()>,
+    /// After the displaced file was found unchanged, before it is unlinked.
+    pub after_check: Option<&'a mut dyn FnMut()>,
+    /// Use a plain rename even where an atomic exchange is available.
+    pub plain_rename: bool,
+}
+
+impl Hooks<'_> {
+    fn before_swap(&mut self) {
+        if let Some(f) = self.before_swap.as_mut() {
+            f();
+        }
+    }
+
+    fn after_check(&mut self) {
+        if let Some(f) = self.after_check.as_mut() {
+            f();
+        }
+    }
+}
+
+#[doc(hidden)]
+pub fn replace_checked_with_hooks(
     path: &Path,
     expected: &[u8],
     new: &[u8],
-    before_swap: &mut dyn FnMut(),
+    hooks: &mut Hooks,
 ) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
     let meta = std::fs::symlink_metadata(path).map_err(&io_err)?;
@@ -209,15 +233,18 @@ pub fn replace_checked_with_hook(
         return Err(WriteError::ReadOnly { path: path.to_path_buf() });
     }
     if link_count(&meta) > 1 {
-        return write_in_place(path, expected, new, before_swap);
+        return write_in_place(path, expected, new, hooks);
     }
     let tmp = write_temp_beside(path, new, &meta)?;
     if read_exact_file(path).map_err(&io_err)? != expected {
         return Err(WriteError::Conflict { path: path.to_path_buf() });
     }
-    before_swap();
+    hooks.before_swap();
+    if hooks.plain_rename {
+        return rename_and_check(path, tmp, expected);
+    }
     match exchange(tmp.path(), path) {
-        Ok(()) => settle_exchange(path, tmp, expected, new),
+        Ok(()) => settle_exchange(path, tmp, expected, new, hooks),
         Err(e) if exchange_unsupported(&e) => rename_and_check(path, tmp, expected),
         Err(e) => Err(io_err(e)),
     }
@@ -230,11 +257,13 @@ fn settle_exchange(
     tmp: tempfile::NamedTempFile,
     expected: &[u8],
     new: &[u8],
+    hooks: &mut Hooks,
 ) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
     let displaced_path = tmp.path().to_path_buf();
     let mut displaced = open_no_follow(&displaced_path).map_err(&io_err)?;
     if read_all(&mut displaced).map_err(&io_err)? == expected {
+        hooks.after_check();
         drop(tmp); // unlinks the displaced file; our descriptor keeps it readable
         let late = read_all(&mut displaced).map_err(&io_err)?;
         if late == expected {
@@ -278,7 +307,7 @@ fn write_in_place(
     path: &Path,
     expected: &[u8],
     new: &[u8],
-    before_swap: &mut dyn FnMut(),
+    hooks: &mut Hooks,
 ) -> Result<(), WriteError> {
     use std::os::unix::fs::OpenOptionsExt;
     let io_err = WriteError::io(path);
@@ -291,7 +320,7 @@ fn write_in_place(
     if read_all(&mut file).map_err(&io_err)? != expected {
         return Err(WriteError::Conflict { path: path.to_path_buf() });
     }
-    before_swap();
+    hooks.before_swap();
     if read_all(&mut file).map_err(&io_err)? != expected {
         return Err(WriteError::Conflict { path: path.to_path_buf() });
     }
@@ -428,6 +457,132 @@ mod tests {
         let missing = read_source(&p.join("missing.py")).unwrap_err();
         assert!(!missing.is_skip());
         assert!(missing.to_string().contains("missing.py"), "{missing}");
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".fw-tmp"))
+            .collect()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn replace_keeps_permissions_and_leaves_no_temp_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.sh");
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o751)).unwrap();
+        replace_checked(&p, b"old", b"new").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o751);
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn replace_refuses_changed_files_and_leaves_them_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.py");
+        std::fs::write(&p, "user's newer bytes").unwrap();
+        let err = replace_checked(&p, b"what we scanned", b"stamped").unwrap_err();
+        assert!(matches!(err, WriteError::Conflict { .. }), "{err}");
+        assert_eq!(std::fs::read(&p).unwrap(), b"user's newer bytes");
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    /// A user's write between our check and our swap, in place or by rename: the swap must not
+    /// win over it, with the atomic exchange and with the plain-rename fallback alike.
+    #[test]
+    fn a_write_between_check_and_swap_survives() {
+        for plain_rename in [false, true] {
+            for by_rename in [false, true] {
+                if plain_rename && by_rename {
+                    // A rename over the path just before a plain rename cannot be detected
+                    // afterwards; that is why the exchange exists.
+                    continue;
+                }
+                let dir = tempfile::tempdir().unwrap();
+                let p = dir.path().join("a.py");
+                std::fs::write(&p, "v1 # @claude x\n").unwrap();
+                let mut write = || {
+                    if by_rename {
+                        let staged = dir.path().join("staged");
+                        std::fs::write(&staged, "v2 by rename\n").unwrap();
+                        std::fs::rename(&staged, &p).unwrap();
+                    } else {
+                        std::fs::write(&p, "v2 in place\n").unwrap();
+                    }
+                };
+                let mut hooks =
+                    Hooks { before_swap: Some(&mut write), plain_rename, ..Hooks::default() };
+                let err =
+                    replace_checked_with_hooks(&p, b"v1 # @claude x\n", b"stamped", &mut hooks)
+                        .unwrap_err();
+                assert!(matches!(err, WriteError::Conflict { .. }), "{err}");
+                let want: &[u8] = if by_rename { b"v2 by rename\n" } else { b"v2 in place\n" };
+                assert_eq!(
+                    std::fs::read(&p).unwrap(),
+                    want,
+                    "plain_rename={plain_rename} by_rename={by_rename}"
+                );
+                assert!(leftovers(dir.path()).is_empty());
+            }
+        }
+    }
+
+    /// A writer that opened the file before the swap and writes after it: the write lands in
+    /// the displaced file, is found after the swap, and is put back.
+    #[test]
+    fn a_late_write_through_an_old_descriptor_is_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.py");
+        std::fs::write(&p, "v1\n").unwrap();
+        let held = std::cell::RefCell::new(None::<File>);
+        let mut open = || {
+            *held.borrow_mut() = Some(std::fs::OpenOptions::new().write(true).open(&p).unwrap());
+        };
+        let mut write = || {
+            let mut f = held.borrow_mut().take().unwrap();
+            f.set_len(0).unwrap();
+            f.write_all(b"v2 late\n").unwrap();
+        };
+        let mut hooks = Hooks {
+            before_swap: Some(&mut open),
+            after_check: Some(&mut write),
+            plain_rename: false,
+        };
+        let err = replace_checked_with_hooks(&p, b"v1\n", b"stamped\n", &mut hooks).unwrap_err();
+        assert!(matches!(err, WriteError::Conflict { .. }), "{err}");
+        assert_eq!(std::fs::read(&p).unwrap(), b"v2 late\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn hard_links_stay_joined_symlinks_and_read_only_files_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.py");
+        let b = dir.path().join("b.py");
+        std::fs::write(&a, "old").unwrap();
+        std::fs::hard_link(&a, &b).unwrap();
+        replace_checked(&a, b"old", b"new").unwrap();
+        assert_eq!(std::fs::read(&b).unwrap(), b"new");
+
+        let link = dir.path().join("link.py");
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        let err = replace_checked(&link, b"new", b"newer").unwrap_err();
+        assert!(matches!(err, WriteError::NotRegular { kind: "symlink", .. }), "{err}");
+        assert_eq!(std::fs::read(&a).unwrap(), b"new");
+
+        let ro = dir.path().join("ro.py");
+        std::fs::write(&ro, "old").unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let err = replace_checked(&ro, b"old", b"new").unwrap_err();
+        assert!(matches!(err, WriteError::ReadOnly { .. }), "{err}");
+        assert!(err.to_string().contains("ro.py"), "{err}");
+        assert_eq!(std::fs::read(&ro).unwrap(), b"old");
     }
 
     #[cfg(unix)]
