@@ -1,4 +1,4 @@
-//! The `filewatch-mcp` command line: `scan` and `languages`.
+//! The `filewatch-mcp` command line: `scan`, `stamp`, `resolve` and `languages`.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -38,6 +38,32 @@ enum Command {
         #[arg(default_value = ".")]
         paths: Vec<PathBuf>,
     },
+    /// Tag every untagged marker (`@claude` → `@claude[fw-1a2b3c4d]`) and print the new asks.
+    Stamp {
+        /// Print what would be stamped; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// One JSON object per ask and line (the `scan` keys, `id` being the new id).
+        #[arg(long)]
+        json: bool,
+        /// The word that starts an ask.
+        #[arg(long, default_value = DEFAULT_TRIGGER)]
+        trigger: String,
+        /// Files and directories to stamp.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Remove the marker tagged ID (its whole line if it is alone on it).
+    Resolve {
+        /// The id, `fw-` and 8 hex digits.
+        id: String,
+        /// The word that starts an ask.
+        #[arg(long, default_value = DEFAULT_TRIGGER)]
+        trigger: String,
+        /// Files and directories to look in.
+        #[arg(default_value = ".")]
+        paths: Vec<PathBuf>,
+    },
     /// Print the language table: file types, and grammar or fallback.
     Languages {
         /// One JSON object per language and line.
@@ -51,6 +77,8 @@ fn main() -> ExitCode {
     init_logging(&cli.log_level);
     let result = match cli.command {
         Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
+        Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
+        Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
         Command::Languages { json } => languages(json),
     };
     match result {
@@ -77,13 +105,80 @@ fn init_logging(level: &str) {
         .init();
 }
 
+fn check_paths(paths: &[PathBuf]) -> anyhow::Result<()> {
+    for p in paths {
+        std::fs::symlink_metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+fn stamp(dry_run: bool, json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
+    check_paths(paths)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    let mut failed = 0;
+    for path in pipeline::candidate_files(scanner.table(), paths, threads()) {
+        match pipeline::stamp_file(&scanner, &path, dry_run, pipeline::WRITE_ATTEMPTS) {
+            Ok(asks) => {
+                let shown = path.to_string_lossy();
+                for m in &asks {
+                    if json {
+                        let mut v = marker_json(&shown, m);
+                        v["tagged"] = serde_json::Value::Bool(!dry_run);
+                        writeln!(out, "{v}")?;
+                    } else {
+                        let id = m.tag.as_deref().unwrap_or_default();
+                        let what = if dry_run { "would stamp" } else { "new" };
+                        writeln!(out, "{shown}:{}: {}  [{id} {what}]", m.line, m.text)?;
+                    }
+                }
+            }
+            Err(pipeline::EditError::Read(e)) if e.is_skip() => tracing::info!("skipped {e}"),
+            Err(e) => {
+                failed += 1;
+                eprintln!("filewatch-mcp: {e}");
+            }
+        }
+    }
+    out.flush()?;
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn resolve(id: &str, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let Some(id) = pipeline::parse_id(id) else {
+        anyhow::bail!("{id:?} is not a marker id (fw- and 8 lowercase hex digits)");
+    };
+    let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
+    check_paths(paths)?;
+    let mut out = io::stdout().lock();
+    let mut resolved = 0;
+    for path in pipeline::candidate_files(scanner.table(), paths, threads()) {
+        match pipeline::resolve_file(&scanner, &path, &id, pipeline::WRITE_ATTEMPTS) {
+            Ok(true) => {
+                resolved += 1;
+                writeln!(out, "{}: removed {id}", path.display())?;
+            }
+            Ok(false) => {}
+            Err(pipeline::EditError::Read(e)) if e.is_skip() => {}
+            Err(e) => anyhow::bail!("{e}"),
+        }
+    }
+    if resolved == 0 {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        anyhow::bail!("no marker with id {id} in {}", shown.join(" "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let table = LanguageTable::builtin();
     let scanner = Scanner::new(table, trigger)?;
-    for p in paths {
-        std::fs::symlink_metadata(p).with_context(|| format!("cannot scan {}", p.display()))?;
-    }
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    check_paths(paths)?;
+    let threads = threads();
     let report = pipeline::scan_paths(&scanner, paths, threads);
     for err in &report.errors {
         if err.is_skip() {

@@ -1,14 +1,18 @@
-//! The one-shot pipeline behind `scan`: walk → safe read → language → scan, over many files
-//! in parallel. Writes nothing.
+//! The one-shot pipelines behind `scan`, `stamp` and `resolve`: walk → safe read → language →
+//! scan (→ stamp or resolve → checked atomic replace).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::fsio::{self, ReadError};
+use crate::fsio::{self, ReadError, WriteError};
 use crate::languages::{Language, LanguageTable};
 use crate::scan::{Marker, Scanner};
+use crate::stamp;
 use crate::walk;
+
+/// How often a stamp or resolve is tried again when the user's write gets in between.
+pub const WRITE_ATTEMPTS: usize = 5;
 
 /// The markers found in one file.
 #[derive(Debug)]
@@ -61,12 +65,7 @@ pub fn scan_file(scanner: &Scanner, path: &Path) -> Result<Option<Vec<Marker>>, 
 /// threads.
 pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanReport {
     let threads = threads.max(1);
-    let explicit: Vec<&PathBuf> =
-        paths.iter().filter(|p| !std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())).collect();
-    let files: Vec<PathBuf> = walk::files(paths, threads)
-        .into_iter()
-        .filter(|p| explicit.contains(&p) || may_have_language(scanner.table(), p))
-        .collect();
+    let files = candidate_files(scanner.table(), paths, threads);
     let next = AtomicUsize::new(0);
     let report = Mutex::new(ScanReport::default());
     std::thread::scope(|s| {
@@ -93,4 +92,104 @@ pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanR
     report.files.sort_by(|a, b| a.path.cmp(&b.path));
     report.errors.sort_by(|a, b| a.path().cmp(b.path()));
     report
+}
+
+/// The files under `paths` that may be in a known language; files named directly always count.
+pub fn candidate_files(table: &LanguageTable, paths: &[PathBuf], threads: usize) -> Vec<PathBuf> {
+    let explicit: Vec<&PathBuf> =
+        paths.iter().filter(|p| !std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())).collect();
+    walk::files(paths, threads)
+        .into_iter()
+        .filter(|p| explicit.contains(&p) || may_have_language(table, p))
+        .collect()
+}
+
+/// Why a file could not be stamped or resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("{path}: kept changing; gave up after {attempts} attempts")]
+    Busy { path: PathBuf, attempts: usize },
+}
+
+/// Stamps every untagged marker of `path` and returns them with their new ids (`tag`), or,
+/// with `dry_run`, the ids they would get. If the user writes the file meanwhile, the stamp is
+/// abandoned and tried again on the new bytes, up to `attempts` times: the user's write always
+/// wins, and a marker still untagged in it is stamped there.
+pub fn stamp_file(
+    scanner: &Scanner,
+    path: &Path,
+    dry_run: bool,
+    attempts: usize,
+) -> Result<Vec<Marker>, EditError> {
+    for _ in 0..attempts {
+        let source = fsio::read_source(path)?;
+        let Some(lang) = detect_language(scanner.table(), path, &source.bytes) else {
+            return Ok(Vec::new());
+        };
+        let markers = scanner.scan(lang, &source.bytes);
+        let stamps = stamp::plan(&source.bytes, &markers, stamp::uuid_random);
+        if stamps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let asks: Vec<Marker> = markers
+            .into_iter()
+            .filter(|m| !m.is_tagged())
+            .zip(&stamps)
+            .map(|(mut m, s)| {
+                m.tag = Some(s.id.clone());
+                m
+            })
+            .collect();
+        if dry_run {
+            return Ok(asks);
+        }
+        let stamped = stamp::splice(&source.bytes, &stamps);
+        match fsio::replace_checked(path, &source.bytes, &stamped) {
+            Ok(()) => return Ok(asks),
+            Err(WriteError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(EditError::Busy { path: path.to_path_buf(), attempts })
+}
+
+/// Removes the marker(s) tagged `id` from `path`; `Ok(false)` if the file has none.
+pub fn resolve_file(
+    scanner: &Scanner,
+    path: &Path,
+    id: &str,
+    attempts: usize,
+) -> Result<bool, EditError> {
+    for _ in 0..attempts {
+        let source = fsio::read_source(path)?;
+        if memchr::memmem::find(&source.bytes, id.as_bytes()).is_none() {
+            return Ok(false);
+        }
+        let Some(lang) = detect_language(scanner.table(), path, &source.bytes) else {
+            return Ok(false);
+        };
+        let markers = scanner.scan(lang, &source.bytes);
+        let Ok(resolved) = stamp::resolve(&source.bytes, &markers, id) else {
+            return Ok(false);
+        };
+        match fsio::replace_checked(path, &source.bytes, &resolved) {
+            Ok(()) => return Ok(true),
+            Err(WriteError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(EditError::Busy { path: path.to_path_buf(), attempts })
+}
+
+/// `fw-xxxxxxxx` from an id as a user may type it (`[fw-…]` brackets allowed).
+pub fn parse_id(text: &str) -> Option<String> {
+    let id = text.trim().trim_start_matches('[').trim_end_matches(']');
+    let hex = id.strip_prefix("fw-")?;
+    let ok =
+        hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    ok.then(|| id.to_string())
 }

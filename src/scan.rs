@@ -494,6 +494,10 @@ fn one_line_comment(
     while end > range.start && matches!(src[end - 1], b'\n' | b'\r') {
         end -= 1;
     }
+    // Markdown's html_block starts at the line, before up to three spaces of indentation.
+    let range = range.start
+        + (src[range.start..end].len() - trim_start(&src[range.start..end]).len())
+        ..range.end;
     let text = &src[range.start..end];
     if text.contains(&b'\n') {
         if let Some(line) = merged_line_comment(lang, src, range.start..end, hit) {

@@ -176,8 +176,10 @@ fn update_file(path: &Path, text: &str, cases: &[Case]) -> Result<(), String> {
             out.push_str(&m);
             out.push('\n');
         }
-        out.push('\n');
         cursor = case.lines.end;
+        if cursor < lines.len() {
+            out.push('\n');
+        }
     }
     std::fs::write(path, out).map_err(|e| e.to_string())
 }

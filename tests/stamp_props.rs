@@ -1,0 +1,161 @@
+//! Property tests of the pure stamp and resolve splices on random files: stamping inserts the
+//! tags and nothing else, keeps every marker a marker, is idempotent, and resolve undoes a line.
+
+use filewatch_mcp::languages::LanguageTable;
+use filewatch_mcp::scan::{Marker, Scanner, TAG_LEN};
+use filewatch_mcp::stamp::{plan, resolve, splice, uuid_random};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Line {
+    /// Random bytes without line breaks: code, strings, garbage, invalid UTF-8.
+    Noise(Vec<u8>),
+    /// A comment alone on its line.
+    Marker { indent: String, ask: String },
+    /// A comment after some code.
+    Trailing { code: String, ask: String },
+}
+
+fn line() -> impl Strategy<Value = Line> {
+    let ask = "[a-zA-Z0-9 ?.,()]{0,20}[a-z?]";
+    prop_oneof![
+        3 => proptest::collection::vec(any::<u8>().prop_filter("no breaks", |b| *b != b'\n' && *b != b'\r'), 0..40)
+            .prop_map(Line::Noise),
+        2 => ("[ \t]{0,6}", ask).prop_map(|(indent, ask)| Line::Marker { indent, ask }),
+        1 => ("[a-z]{1,8} = [0-9]{1,3}", ask).prop_map(|(code, ask)| Line::Trailing { code, ask }),
+    ]
+}
+
+/// (language, comment token)
+const LANGUAGES: &[(&str, &str)] =
+    &[("python", "#"), ("rust", "//"), ("go", "//"), ("ruby", "#"), ("elixir", "#")];
+
+fn file() -> impl Strategy<Value = (usize, Vec<u8>)> {
+    (
+        0..LANGUAGES.len(),
+        proptest::collection::vec(line(), 0..30),
+        prop_oneof![Just("\n"), Just("\r\n"), Just("\r")],
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(lang, lines, eol, bom, final_eol)| {
+            let token = LANGUAGES[lang].1;
+            let mut out = Vec::new();
+            if bom {
+                out.extend_from_slice(b"\xEF\xBB\xBF");
+            }
+            for (i, l) in lines.iter().enumerate() {
+                match l {
+                    Line::Noise(b) => out.extend_from_slice(b),
+                    Line::Marker { indent, ask } => {
+                        out.extend_from_slice(format!("{indent}{token} @claude {ask}").as_bytes())
+                    }
+                    Line::Trailing { code, ask } => {
+                        out.extend_from_slice(format!("{code}  {token} @claude {ask}").as_bytes())
+                    }
+                }
+                if i + 1 < lines.len() || final_eol {
+                    out.extend_from_slice(eol.as_bytes());
+                }
+            }
+            (lang, out)
+        })
+}
+
+fn scan(lang: usize, src: &[u8]) -> Vec<Marker> {
+    let table = LanguageTable::builtin();
+    let scanner = Scanner::new(table, "@claude").unwrap();
+    scanner.scan(table.get(LANGUAGES[lang].0).unwrap(), src)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn stamping_inserts_only_tags_and_keeps_every_marker((lang, src) in file()) {
+        let before = scan(lang, &src);
+        let stamps = plan(&src, &before, uuid_random);
+        let out = splice(&src, &stamps);
+
+        // Output minus the tags is the input, byte for byte.
+        let mut rebuilt = Vec::new();
+        let mut cursor = 0;
+        let mut sorted = stamps.clone();
+        sorted.sort_by_key(|s| s.insert_at);
+        for (k, s) in sorted.iter().enumerate() {
+            let at = s.insert_at + k * TAG_LEN;
+            rebuilt.extend_from_slice(&out[cursor..at]);
+            let tag = format!("[{}]", s.id);
+            prop_assert_eq!(&out[at..at + TAG_LEN], tag.as_bytes());
+            cursor = at + TAG_LEN;
+        }
+        rebuilt.extend_from_slice(&out[cursor..]);
+        prop_assert_eq!(&rebuilt, &src);
+
+        // The same markers are found, now all tagged, with the planned ids.
+        let after = scan(lang, &out);
+        prop_assert_eq!(after.len(), before.len());
+        let mut ids = stamps.iter().map(|s| s.id.clone());
+        for (b, a) in before.iter().zip(&after) {
+            prop_assert_eq!((b.line, b.column, &b.text), (a.line, a.column, &a.text));
+            prop_assert!(a.is_tagged());
+            if !b.is_tagged() {
+                prop_assert_eq!(a.tag.clone(), ids.next());
+            }
+        }
+
+        // Stamping again changes nothing.
+        prop_assert!(plan(&out, &after, uuid_random).is_empty());
+    }
+
+    #[test]
+    fn resolving_a_stamped_line_gives_the_file_without_that_line((lang, src) in file()) {
+        let markers = scan(lang, &src);
+        let Some(m) = markers.iter().find(|m| !m.is_tagged() && alone_on_its_line(&src, m)) else {
+            return Ok(());
+        };
+        let stamps = plan(&src, std::slice::from_ref(m), uuid_random);
+        let out = splice(&src, &stamps);
+        let resolved = resolve(&out, &scan(lang, &out), &stamps[0].id).unwrap();
+        prop_assert_eq!(resolved, without_line(&src, m));
+    }
+}
+
+fn is_break(b: u8) -> bool {
+    b == b'\n' || b == b'\r'
+}
+
+fn line_bounds(src: &[u8], m: &Marker) -> (usize, usize) {
+    let start = src[..m.comment.start].iter().rposition(|&b| is_break(b)).map_or(0, |i| i + 1);
+    let end = src[m.comment.end..]
+        .iter()
+        .position(|&b| is_break(b))
+        .map_or(src.len(), |i| m.comment.end + i);
+    (start, end)
+}
+
+fn alone_on_its_line(src: &[u8], m: &Marker) -> bool {
+    let (start, end) = line_bounds(src, m);
+    let before = &src[start..m.comment.start];
+    let before = before.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(before);
+    let blank = |s: &[u8]| s.iter().all(|&b| b == b' ' || b == b'\t');
+    blank(before) && blank(&src[m.comment.end..end])
+}
+
+/// The spec of resolve for a comment alone on its line: the line and its ending go; a last
+/// line without an ending takes the ending before it; a BOM stays.
+fn without_line(src: &[u8], m: &Marker) -> Vec<u8> {
+    let (mut start, end) = line_bounds(src, m);
+    let mut cut_end = end;
+    if src[end..].starts_with(b"\r\n") {
+        cut_end += 2;
+    } else if end < src.len() {
+        cut_end += 1;
+    } else if start > 0 {
+        start -= if start >= 2 && &src[start - 2..start] == b"\r\n" { 2 } else { 1 };
+    }
+    if start == 0 && src.starts_with(b"\xEF\xBB\xBF") {
+        start = 3;
+    }
+    [&src[..start], &src[cut_end..]].concat()
+}
