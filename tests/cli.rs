@@ -179,3 +179,57 @@ fn self_scan_finds_only_the_fixture_markers() {
         ]
     );
 }
+
+#[test]
+fn stamp_then_resolve_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let original = "import os\r\n\r\ndef f():  # @claude explain\r\n    # @claude add a test\r\n    return 1\r\n";
+    write(root, "a.py", original);
+
+    // --dry-run writes nothing.
+    let dry = json_lines(&run(&["stamp", "--dry-run", "--json", "."], root));
+    assert_eq!(dry.len(), 2);
+    assert_eq!(std::fs::read_to_string(root.join("a.py")).unwrap(), original);
+
+    let asks = json_lines(&run(&["stamp", "--json", "."], root));
+    assert_eq!(asks.len(), 2);
+    let ids: Vec<String> = asks.iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
+    assert!(asks.iter().all(|v| v["tagged"] == true));
+    assert_eq!(asks[1]["text"], "@claude add a test");
+    let stamped = std::fs::read_to_string(root.join("a.py")).unwrap();
+    assert_eq!(
+        stamped,
+        format!("import os\r\n\r\ndef f():  # @claude[{}] explain\r\n    # @claude[{}] add a test\r\n    return 1\r\n", ids[0], ids[1])
+    );
+    // Stamping again finds nothing new.
+    assert!(stdout(&run(&["stamp", "."], root)).is_empty());
+
+    let out = stdout(&run(&["resolve", &ids[1]], root));
+    assert!(out.contains(&ids[1]), "{out}");
+    let out = stdout(&run(&["resolve", &format!("[{}]", ids[0]), "a.py"], root));
+    assert!(out.contains(&ids[0]), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.py")).unwrap(),
+        "import os\r\n\r\ndef f():\r\n    return 1\r\n"
+    );
+
+    let out = run(&["resolve", &ids[0]], root);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&ids[0]));
+    let out = run(&["resolve", "fw-XYZ"], root);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[cfg(unix)]
+#[test]
+fn stamp_reports_read_only_files_and_leaves_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "ro.rs", "// @claude can't touch this\n");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out = run(&["stamp", "ro.rs"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ro.rs: read-only"));
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "// @claude can't touch this\n");
+}
