@@ -16,3 +16,4 @@ pub mod pipeline;
 pub mod scan;
 pub mod stamp;
 pub mod walk;
+pub mod watch;

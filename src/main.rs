@@ -1,14 +1,18 @@
-//! The `filewatch-mcp` command line: `scan`, `stamp`, `resolve` and `languages`.
+//! The `filewatch-mcp` command line: `watch`, `scan`, `stamp`, `resolve` and `languages`.
 
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use filewatch_mcp::languages::{FileType, LanguageTable};
 use filewatch_mcp::pipeline;
+use filewatch_mcp::pipeline::LivePipeline;
 use filewatch_mcp::scan::{DecidedBy, FallbackReason, Marker, Scanner, DEFAULT_TRIGGER};
+use filewatch_mcp::watch::Watch;
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +41,23 @@ enum Command {
         /// Files and directories to scan (directories honour .gitignore and friends).
         #[arg(default_value = ".")]
         paths: Vec<PathBuf>,
+    },
+    /// Watch a tree: every save is scanned, new asks are stamped and printed, once each.
+    Watch {
+        /// The directory to watch (the same as --root).
+        dir: Option<PathBuf>,
+        /// The directory to watch.
+        #[arg(long, default_value = ".", conflicts_with = "dir")]
+        root: PathBuf,
+        /// Quiet time after the last event of a file before it is read (500ms, 2s, …).
+        #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+        debounce: Duration,
+        /// The word that starts an ask.
+        #[arg(long, default_value = DEFAULT_TRIGGER)]
+        trigger: String,
+        /// One JSON object per ask and line (the `scan` keys, `id` the new id, `stamped`).
+        #[arg(long)]
+        json: bool,
     },
     /// Tag every untagged marker (`@claude` → `@claude[fw-1a2b3c4d]`) and print the new asks.
     Stamp {
@@ -77,6 +98,9 @@ fn main() -> ExitCode {
     init_logging(&cli.log_level);
     let result = match cli.command {
         Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
+        Command::Watch { dir, root, debounce, trigger, json } => {
+            watch(dir.as_deref().unwrap_or(&root), debounce, &trigger, json)
+        }
         Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
         Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
         Command::Languages { json } => languages(json),
@@ -103,6 +127,83 @@ fn init_logging(level: &str) {
         .with_writer(io::stderr)
         .with_target(false)
         .init();
+}
+
+/// `500ms`, `2s`, `1.5s` or a bare number of milliseconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => text.split_at(i),
+        None => (text, "ms"),
+    };
+    let value: f64 =
+        number.parse().map_err(|_| format!("{text:?} is not a duration like 500ms or 2s"))?;
+    let ms = match unit.trim() {
+        "ms" => value,
+        "s" => value * 1000.0,
+        other => return Err(format!("unknown unit {other:?} in {text:?}: use ms or s")),
+    };
+    Ok(Duration::from_micros((ms * 1000.0) as u64))
+}
+
+/// Set by SIGINT/SIGTERM: the loops finish the file at hand and exit, leaving no temp file.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+fn install_signal_handlers() {
+    extern "C" fn on_signal(_: libc::c_int) {
+        STOP.store(true, Ordering::SeqCst);
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+fn watch(root: &Path, debounce: Duration, trigger: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
+    install_signal_handlers();
+    let (watch, changes) = Watch::start(root, debounce)?;
+    let canonical =
+        root.canonicalize().with_context(|| format!("cannot watch {}", root.display()))?;
+    let mut pipeline = LivePipeline::new(canonical.clone(), scanner);
+    let stats = &watch.stats;
+    eprintln!(
+        "filewatch-mcp: watching {} directories under {} ({} ms){}; debounce {} ms",
+        stats.dirs_watched,
+        canonical.display(),
+        stats.took.as_millis(),
+        if stats.dirs_unwatched > 0 {
+            format!(", {} NOT watched (inotify limit, see above)", stats.dirs_unwatched)
+        } else {
+            String::new()
+        },
+        debounce.as_millis()
+    );
+    let mut out = io::stdout().lock();
+    while !STOP.load(Ordering::SeqCst) {
+        let change = match changes.recv_timeout(Duration::from_millis(100)) {
+            Ok(c) => c,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        for ask in pipeline.process(&change.path, change.from_git) {
+            if json {
+                let mut v = marker_json(&ask.file, &ask.marker);
+                v["tagged"] = serde_json::Value::Bool(ask.stamped);
+                v["stamped"] = serde_json::Value::Bool(ask.stamped);
+                writeln!(out, "{v}")?;
+            } else {
+                let id =
+                    ask.id().map_or_else(|| "not stamped: read-only".to_string(), str::to_string);
+                writeln!(out, "{}:{}  {}  [{id}]", ask.file, ask.marker.line, ask.marker.text)?;
+            }
+            out.flush()?;
+        }
+    }
+    watch.stop();
+    Ok(ExitCode::SUCCESS)
 }
 
 fn check_paths(paths: &[PathBuf]) -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! The one-shot pipelines behind `scan`, `stamp` and `resolve`: walk → safe read → language →
 //! scan (→ stamp or resolve → checked atomic replace).
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -192,4 +193,193 @@ pub fn parse_id(text: &str) -> Option<String> {
     let ok =
         hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     ok.then(|| id.to_string())
+}
+
+// ---- the live pipeline: changed path → read → scan → stamp → ask ------------------------------
+
+/// A new ask: a marker the user just wrote, stamped with its id (unless the file could not be
+/// written).
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// The file relative to the root, `/`-separated.
+    pub file: String,
+    /// The marker as found; `tag` holds the new id when `stamped`.
+    pub marker: Marker,
+    /// False when the file could not be written (read-only, permissions): the ask is announced
+    /// once per run, untagged.
+    pub stamped: bool,
+}
+
+impl Ask {
+    /// The id the ask is known by (`fw-…`), if it was stamped.
+    pub fn id(&self) -> Option<&str> {
+        self.marker.tag.as_deref()
+    }
+}
+
+/// Turns changed paths into asks, exactly once each: a marker is stamped first and announced
+/// only once its tag is on disk; a stamp that loses a race with the user's write announces
+/// nothing (that write brings its own change).
+pub struct LivePipeline<'t> {
+    root: PathBuf,
+    scanner: Scanner<'t>,
+    /// Content hash of each file as we last left it: a change event for bytes we have already
+    /// handled (our own stamp's rename, a touch) costs one read and a hash.
+    last_seen: HashMap<PathBuf, u64>,
+    /// Untagged markers we decided not to announce again this run, by file and line text:
+    /// those that came from git, and those announced unstamped because the file is read-only.
+    quiet: HashSet<(PathBuf, Vec<u8>)>,
+}
+
+impl<'t> LivePipeline<'t> {
+    /// `root` must be canonical (as [`crate::watch::Watch`] reports paths).
+    pub fn new(root: PathBuf, scanner: Scanner<'t>) -> Self {
+        LivePipeline { root, scanner, last_seen: HashMap::new(), quiet: HashSet::new() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn scanner(&self) -> &Scanner<'t> {
+        &self.scanner
+    }
+
+    /// Handles one changed file; returns the asks to announce.
+    pub fn process(&mut self, path: &Path, from_git: bool) -> Vec<Ask> {
+        // Never act outside the root (symlinks are not followed, but be sure).
+        if !path.starts_with(&self.root) {
+            return Vec::new();
+        }
+        let source = match fsio::read_source(path) {
+            Ok(s) => s,
+            Err(e) => {
+                if !e.is_skip() && path.exists() {
+                    tracing::warn!("{e}");
+                } else {
+                    tracing::debug!("skipped {e}");
+                }
+                self.last_seen.remove(path);
+                return Vec::new();
+            }
+        };
+        let hash = content_hash(&source.bytes);
+        if self.last_seen.get(path) == Some(&hash) {
+            return Vec::new();
+        }
+        let Some(lang) = detect_language(self.scanner.table(), path, &source.bytes) else {
+            return Vec::new();
+        };
+        let markers = self.scanner.scan(lang, &source.bytes);
+        let mut fresh: Vec<Marker> = markers.into_iter().filter(|m| !m.is_tagged()).collect();
+        fresh.retain(|m| {
+            !self.quiet.contains(&(path.to_path_buf(), line_of(&source.bytes, m).to_vec()))
+        });
+        if fresh.is_empty() {
+            self.last_seen.insert(path.to_path_buf(), hash);
+            return Vec::new();
+        }
+        // Markers that arrived through git are not the user's fresh asks.
+        let from_head = if from_git { None } else { head_lines(path) };
+        fresh.retain(|m| {
+            let line = line_of(&source.bytes, m).to_vec();
+            let arrived = from_git || from_head.as_ref().is_some_and(|head| head.contains(&line));
+            if arrived {
+                tracing::info!("{}:{}: from git, not announced", path.display(), m.line);
+                self.quiet.insert((path.to_path_buf(), line));
+            }
+            !arrived
+        });
+        if fresh.is_empty() {
+            self.last_seen.insert(path.to_path_buf(), hash);
+            return Vec::new();
+        }
+        let stamps = stamp::plan(&source.bytes, &fresh, stamp::uuid_random);
+        let stamped = stamp::splice(&source.bytes, &stamps);
+        let file = self.relative(path);
+        match fsio::replace_checked(path, &source.bytes, &stamped) {
+            Ok(()) => {
+                self.last_seen.insert(path.to_path_buf(), content_hash(&stamped));
+                fresh
+                    .into_iter()
+                    .zip(stamps)
+                    .map(|(mut marker, s)| {
+                        marker.tag = Some(s.id);
+                        Ask { path: path.to_path_buf(), file: file.clone(), marker, stamped: true }
+                    })
+                    .collect()
+            }
+            Err(WriteError::Conflict { .. }) => {
+                tracing::debug!(
+                    "{}: changed while stamping; its own event follows",
+                    path.display()
+                );
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::warn!("{e}; announcing its asks once, untagged");
+                self.last_seen.insert(path.to_path_buf(), hash);
+                for m in &fresh {
+                    self.quiet.insert((path.to_path_buf(), line_of(&source.bytes, m).to_vec()));
+                }
+                fresh
+                    .into_iter()
+                    .map(|marker| Ask {
+                        path: path.to_path_buf(),
+                        file: file.clone(),
+                        marker,
+                        stamped: false,
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// `path` relative to the root, `/`-separated.
+    pub fn relative(&self, path: &Path) -> String {
+        let rel = path.strip_prefix(&self.root).unwrap_or(path);
+        rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+    }
+}
+
+fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// The whole line holding the marker, without its line ending.
+fn line_of<'a>(src: &'a [u8], m: &Marker) -> &'a [u8] {
+    let start = src[..m.comment.start].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let end = memchr::memchr(b'\n', &src[m.comment.end..]).map_or(src.len(), |i| m.comment.end + i);
+    let line = &src[start..end];
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// The lines of `path` as committed at `HEAD`, or `None` outside a repository or for a file
+/// git does not know. Asked only when a file holds untagged markers, so normal saves never
+/// run git.
+fn head_lines(path: &Path) -> Option<HashSet<Vec<u8>>> {
+    let dir = path.parent()?;
+    let name = path.file_name()?.to_str()?;
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["show", &format!("HEAD:./{name}")])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(
+        out.stdout
+            .split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+            .collect(),
+    )
 }

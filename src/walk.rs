@@ -68,6 +68,158 @@ pub fn files(paths: &[PathBuf], threads: usize) -> Vec<PathBuf> {
     out
 }
 
+/// File names never read even inside watched directories (editor swap files, lock files, our
+/// own temp files).
+const HARD_EXCLUDED_FILES: &[&str] = &["*.swp", "*.tmp", "*.lock", "*.fw-tmp"];
+
+/// Directory names never walked or watched.
+const HARD_EXCLUDED_DIRS: &[&str] = &[".git", "node_modules", "dist", "build", "target", ".venv"];
+
+/// The ignore rules of a watched tree, answering "is this path ignored?" for single paths as
+/// events arrive — the same rules the walker applies: hard excludes, then per directory `.ignore`
+/// over `.gitignore` (deeper directories first), then `.git/info/exclude`, then the global
+/// gitignore.
+pub struct IgnoreRules {
+    root: PathBuf,
+    per_dir: std::collections::HashMap<PathBuf, Vec<ignore::gitignore::Gitignore>>,
+    exclude: ignore::gitignore::Gitignore,
+    global: ignore::gitignore::Gitignore,
+    hard_files: globset::GlobSet,
+}
+
+impl IgnoreRules {
+    /// Rules for the tree at `root` (canonical); per-directory files are added with
+    /// [`IgnoreRules::load_dir`] as directories are watched.
+    pub fn new(root: &Path) -> IgnoreRules {
+        let mut hard = globset::GlobSetBuilder::new();
+        for g in HARD_EXCLUDED_FILES {
+            hard.add(globset::Glob::new(g).expect("valid glob"));
+        }
+        let exclude = git_dir(root)
+            .map(|g| {
+                let (m, _) = ignore::gitignore::Gitignore::new(g.join("info/exclude"));
+                m
+            })
+            .unwrap_or_else(ignore::gitignore::Gitignore::empty);
+        IgnoreRules {
+            root: root.to_path_buf(),
+            per_dir: std::collections::HashMap::new(),
+            exclude,
+            global: ignore::gitignore::Gitignore::global().0,
+            hard_files: hard.build().expect("valid globs"),
+        }
+    }
+
+    /// (Re)reads `dir/.ignore` and `dir/.gitignore`.
+    pub fn load_dir(&mut self, dir: &Path) {
+        let mut matchers = Vec::new();
+        for name in [".ignore", ".gitignore"] {
+            let file = dir.join(name);
+            if file.is_file() {
+                let (m, err) = ignore::gitignore::Gitignore::new(&file);
+                if let Some(err) = err {
+                    tracing::warn!("{}: {err}", file.display());
+                }
+                matchers.push(m);
+            }
+        }
+        if matchers.is_empty() {
+            self.per_dir.remove(dir);
+        } else {
+            self.per_dir.insert(dir.to_path_buf(), matchers);
+        }
+    }
+
+    /// Forgets the rules of `dir` and everything below it.
+    pub fn forget_dir(&mut self, dir: &Path) {
+        self.per_dir.retain(|d, _| !d.starts_with(dir));
+    }
+
+    /// Re-reads `.git/info/exclude`.
+    pub fn reload_exclude(&mut self) {
+        *self = IgnoreRules {
+            per_dir: std::mem::take(&mut self.per_dir),
+            ..IgnoreRules::new(&self.root)
+        };
+    }
+
+    /// True if `path` (under the root) is ignored.
+    pub fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
+        let Ok(rel) = path.strip_prefix(&self.root) else { return true };
+        if rel.components().any(|c| HARD_EXCLUDED_DIRS.iter().any(|d| c.as_os_str() == *d)) {
+            return true;
+        }
+        if !is_dir && path.file_name().is_some_and(|n| self.hard_files.is_match(n)) {
+            return true;
+        }
+        // Deepest directory first: its rules override those of its parents.
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if let Some(matchers) = self.per_dir.get(d) {
+                for m in matchers {
+                    match m.matched(path, is_dir) {
+                        ignore::Match::Ignore(_) => return true,
+                        ignore::Match::Whitelist(_) => return false,
+                        ignore::Match::None => {}
+                    }
+                }
+            }
+            if d == self.root {
+                break;
+            }
+            dir = d.parent();
+        }
+        for m in [&self.exclude, &self.global] {
+            if m.is_empty() {
+                continue;
+            }
+            match m.matched_path_or_any_parents(rel, is_dir) {
+                ignore::Match::Ignore(_) => return true,
+                ignore::Match::Whitelist(_) => return false,
+                ignore::Match::None => {}
+            }
+        }
+        false
+    }
+}
+
+/// True for the files whose change changes the ignore rules.
+pub fn is_ignore_file(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str());
+    matches!(name, Some(".gitignore" | ".ignore")) || path.ends_with(".git/info/exclude")
+}
+
+/// The git directory of the repository holding `dir` (following a worktree's `.git` file).
+pub fn git_dir(dir: &Path) -> Option<PathBuf> {
+    let mut d = Some(dir);
+    while let Some(cur) = d {
+        let dot_git = cur.join(".git");
+        if dot_git.is_dir() {
+            return Some(dot_git);
+        }
+        if dot_git.is_file() {
+            let text = std::fs::read_to_string(&dot_git).ok()?;
+            let target = text.strip_prefix("gitdir:")?.trim();
+            return Some(cur.join(target));
+        }
+        d = cur.parent();
+    }
+    None
+}
+
+/// Every directory under `dir` (itself included) that the ignore rules let through.
+pub fn dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in builder(dir).build() {
+        match entry {
+            Ok(e) if e.file_type().is_some_and(|t| t.is_dir()) => out.push(e.into_path()),
+            Ok(_) => {}
+            Err(err) => tracing::warn!("walking: {err}"),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

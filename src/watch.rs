@@ -1,0 +1,380 @@
+//! Watching a tree: one non-recursive inotify (FSEvents/kqueue) watch per directory the ignore
+//! rules let through, so `node_modules/` and `target/` cost nothing; events become debounced
+//! [`Change`]s, one per file after it has been quiet for the debounce time.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
+use notify::{RecursiveMode, Watcher as _};
+
+use crate::walk::{self, IgnoreRules};
+
+/// Start-up progress is logged every this many directories.
+const PROGRESS_EVERY: usize = 10_000;
+
+/// A file that changed and has been quiet for the debounce time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: PathBuf,
+    /// Some event for it came while a git operation held the index lock: what it wrote came
+    /// from git (checkout, pull, merge, rebase, stash), not from the user's hands.
+    pub from_git: bool,
+}
+
+/// What the watcher could watch.
+#[derive(Debug, Clone, Default)]
+pub struct WatchStats {
+    pub dirs_watched: usize,
+    /// Directories left unwatched because the OS watch limit was reached.
+    pub dirs_unwatched: usize,
+    pub took: Duration,
+}
+
+/// Why watching could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("{path}: cannot watch: {source}")]
+    Root { path: PathBuf, source: std::io::Error },
+    #[error(
+        "cannot create a file watcher: {0}. If this says \"too many open files\", the inotify \
+         instance limit is reached: raise it with `sudo sysctl fs.inotify.max_user_instances=512`"
+    )]
+    Create(notify::Error),
+}
+
+/// A running watch; dropping it (or [`Watch::stop`]) ends the thread.
+pub struct Watch {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    pub stats: WatchStats,
+}
+
+impl Watch {
+    /// Watches `root` (made canonical) and sends debounced changes to the returned receiver.
+    /// Returns once every directory is watched.
+    pub fn start(root: &Path, debounce: Duration) -> Result<(Watch, Receiver<Change>), WatchError> {
+        let root = root
+            .canonicalize()
+            .map_err(|source| WatchError::Root { path: root.to_path_buf(), source })?;
+        let (event_tx, event_rx) = mpsc::channel();
+        let watcher = notify::recommended_watcher(move |res| {
+            let _ = event_tx.send(res);
+        })
+        .map_err(WatchError::Create)?;
+        let (change_tx, change_rx) = mpsc::channel();
+        let mut state = State {
+            git_dir: walk::git_dir(&root),
+            rules: IgnoreRules::new(&root),
+            root,
+            watcher,
+            watched: HashSet::new(),
+            unwatched: 0,
+            limit_logged: false,
+            pending: HashMap::new(),
+            git_busy: false,
+            debounce,
+            out: change_tx,
+        };
+        let started = Instant::now();
+        state.watch_tree(&state.root.clone(), false);
+        state.watch_git_dir();
+        let stats = WatchStats {
+            dirs_watched: state.watched.len(),
+            dirs_unwatched: state.unwatched,
+            took: started.elapsed(),
+        };
+        tracing::info!(
+            "watching {} directories under {} ({} ms{})",
+            stats.dirs_watched,
+            state.root.display(),
+            stats.took.as_millis(),
+            if stats.dirs_unwatched > 0 {
+                format!(", {} left unwatched: inotify limit", stats.dirs_unwatched)
+            } else {
+                String::new()
+            }
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("watch".into())
+                .spawn(move || state.run(event_rx, &stop))
+                .expect("spawn the watch thread")
+        };
+        Ok((Watch { stop, thread: Some(thread), stats }, change_rx))
+    }
+
+    /// Ends the watch thread and waits for it.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct State {
+    root: PathBuf,
+    git_dir: Option<PathBuf>,
+    rules: IgnoreRules,
+    watcher: notify::RecommendedWatcher,
+    watched: HashSet<PathBuf>,
+    unwatched: usize,
+    limit_logged: bool,
+    /// Files waiting for quiet: when they are due, and whether git wrote them.
+    pending: HashMap<PathBuf, (Instant, bool)>,
+    git_busy: bool,
+    debounce: Duration,
+    out: Sender<Change>,
+}
+
+impl State {
+    fn run(mut self, events: Receiver<notify::Result<notify::Event>>, stop: &AtomicBool) {
+        // Wake at least this often to notice `stop`.
+        const TICK: Duration = Duration::from_millis(100);
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let next_due = self.pending.values().map(|(due, _)| *due).min();
+            let wait = next_due.map_or(TICK, |due| due.saturating_duration_since(now).min(TICK));
+            match events.recv_timeout(wait) {
+                Ok(Ok(event)) => self.on_event(event),
+                Ok(Err(err)) => self.on_error(err),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if self.flush_due().is_err() {
+                break; // nobody listens any more
+            }
+        }
+    }
+
+    /// Sends the files whose quiet time is over; while git holds its index lock, waits.
+    fn flush_due(&mut self) -> Result<(), mpsc::SendError<Change>> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.git_busy = self.git_busy && self.git_lock_exists();
+        if self.git_busy {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let due: Vec<PathBuf> =
+            self.pending.iter().filter(|(_, (t, _))| *t <= now).map(|(p, _)| p.clone()).collect();
+        for path in due {
+            if let Some((_, from_git)) = self.pending.remove(&path) {
+                self.out.send(Change { path, from_git })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn git_lock_exists(&self) -> bool {
+        self.git_dir.as_ref().is_some_and(|g| g.join("index.lock").exists())
+    }
+
+    fn schedule(&mut self, path: PathBuf) {
+        let due = Instant::now() + self.debounce;
+        let git = self.git_busy;
+        let entry = self.pending.entry(path).or_insert((due, git));
+        entry.0 = due;
+        entry.1 |= git;
+    }
+
+    fn on_event(&mut self, event: notify::Event) {
+        let renamed_both =
+            matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both)));
+        for (i, path) in event.paths.iter().enumerate() {
+            if self.git_dir.as_ref().is_some_and(|g| path.starts_with(g)) {
+                if path.file_name().is_some_and(|n| n == "index.lock") {
+                    self.git_busy = path.exists();
+                }
+                if path.ends_with("info/exclude") {
+                    self.rules.reload_exclude();
+                    self.rewalk(&self.root.clone());
+                }
+                continue;
+            }
+            if !path.starts_with(&self.root) {
+                continue;
+            }
+            let gone = matches!(event.kind, EventKind::Remove(_))
+                || matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
+                || (renamed_both && i == 0);
+            if gone {
+                if self.watched.contains(path) {
+                    self.unwatch_tree(path);
+                }
+                continue;
+            }
+            match event.kind {
+                EventKind::Create(_) | EventKind::Modify(_) | EventKind::Any | EventKind::Other => {
+                }
+                EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+                _ => continue,
+            }
+            let meta = std::fs::symlink_metadata(path);
+            if meta.as_ref().is_ok_and(|m| m.is_dir()) {
+                if !self.watched.contains(path) && !self.rules.is_ignored(path, true) {
+                    // A new directory: watch it, and scan what was created in it before the
+                    // watch existed.
+                    self.watch_tree(&path.clone(), true);
+                }
+                continue;
+            }
+            if walk::is_ignore_file(path) {
+                if let Some(dir) = path.parent() {
+                    self.rules.load_dir(dir);
+                    self.rewalk(&dir.to_path_buf());
+                }
+                continue;
+            }
+            if !self.rules.is_ignored(path, false) {
+                self.schedule(path.clone());
+            }
+        }
+    }
+
+    fn on_error(&mut self, err: notify::Error) {
+        if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) {
+            self.log_limit();
+        } else {
+            tracing::warn!("watch error: {err}");
+        }
+    }
+
+    fn log_limit(&mut self) {
+        if self.limit_logged {
+            return;
+        }
+        self.limit_logged = true;
+        let current = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "?".into());
+        tracing::error!(
+            "inotify watch limit reached (fs.inotify.max_user_watches = {current}): some \
+             directories are not watched and saves in them go unseen. Raise the limit with \
+             `sudo sysctl fs.inotify.max_user_watches=524288` (and add that line to \
+             /etc/sysctl.conf to keep it), then restart"
+        );
+    }
+
+    /// Watches `dir` and every directory below it that the rules let through; with
+    /// `scan_files`, schedules the files found there too.
+    fn watch_tree(&mut self, dir: &Path, scan_files: bool) {
+        for entry in walk::builder(dir).build() {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(err) => {
+                    tracing::warn!("walking: {err}");
+                    continue;
+                }
+            };
+            let path = entry.path();
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            if is_dir {
+                self.rules.load_dir(path);
+                if path != self.root && self.rules.is_ignored(path, true) {
+                    continue;
+                }
+                self.add_watch(path);
+            } else if scan_files
+                && entry.file_type().is_some_and(|t| t.is_file())
+                && !self.rules.is_ignored(path, false)
+            {
+                self.schedule(path.to_path_buf());
+            }
+        }
+    }
+
+    fn add_watch(&mut self, dir: &Path) {
+        if self.watched.contains(dir) {
+            return;
+        }
+        match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                self.watched.insert(dir.to_path_buf());
+                if self.watched.len() % PROGRESS_EVERY == 0 {
+                    tracing::info!("watching… {} directories so far", self.watched.len());
+                }
+            }
+            Err(err) if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) => {
+                self.unwatched += 1;
+                self.log_limit();
+            }
+            Err(err) if is_enospc(&err) => {
+                self.unwatched += 1;
+                self.log_limit();
+            }
+            Err(err) => tracing::debug!("{}: not watched: {err}", dir.display()),
+        }
+    }
+
+    fn unwatch_tree(&mut self, dir: &Path) {
+        let gone: Vec<PathBuf> =
+            self.watched.iter().filter(|d| d.starts_with(dir)).cloned().collect();
+        for d in gone {
+            let _ = self.watcher.unwatch(&d);
+            self.watched.remove(&d);
+        }
+        self.rules.forget_dir(dir);
+        self.pending.retain(|p, _| !p.starts_with(dir));
+    }
+
+    /// After an ignore file changed: watch what is no longer ignored, drop what now is.
+    fn rewalk(&mut self, dir: &Path) {
+        let now_ignored: Vec<PathBuf> = self
+            .watched
+            .iter()
+            .filter(|d| d.starts_with(dir) && *d != &self.root && self.rules.is_ignored(d, true))
+            .cloned()
+            .collect();
+        for d in now_ignored {
+            self.unwatch_tree(&d);
+        }
+        self.watch_tree(dir, false);
+        let pending: Vec<PathBuf> = self.pending.keys().cloned().collect();
+        for p in pending {
+            if self.rules.is_ignored(&p, false) {
+                self.pending.remove(&p);
+            }
+        }
+    }
+
+    /// The git directory is outside the tree walk (hard-excluded), but its index lock tells
+    /// when git is writing the work tree: watch that one directory, not recursively.
+    fn watch_git_dir(&mut self) {
+        if let Some(g) = self.git_dir.clone() {
+            if let Err(err) = self.watcher.watch(&g, RecursiveMode::NonRecursive) {
+                tracing::warn!(
+                    "{}: not watched, git operations cannot be held: {err}",
+                    g.display()
+                );
+            }
+            let info = g.join("info");
+            if info.is_dir() {
+                let _ = self.watcher.watch(&info, RecursiveMode::NonRecursive);
+            }
+        }
+    }
+}
+
+fn is_enospc(err: &notify::Error) -> bool {
+    matches!(&err.kind, notify::ErrorKind::Io(e) if e.raw_os_error() == Some(libc::ENOSPC))
+}
