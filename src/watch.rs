@@ -241,7 +241,7 @@ impl State {
             if walk::is_ignore_file(path) {
                 if let Some(dir) = path.parent() {
                     self.rules.load_dir(dir);
-                    self.rewalk(&dir.to_path_buf());
+                    self.rewalk(dir);
                 }
                 continue;
             }
