@@ -175,9 +175,15 @@ impl State {
             return Ok(());
         }
         let now = Instant::now();
-        let due: Vec<PathBuf> =
-            self.pending.iter().filter(|(_, (t, _))| *t <= now).map(|(p, _)| p.clone()).collect();
-        for path in due {
+        let mut due: Vec<(Instant, PathBuf)> = self
+            .pending
+            .iter()
+            .filter(|(_, (t, _))| *t <= now)
+            .map(|(p, (t, _))| (*t, p.clone()))
+            .collect();
+        // In the order they fell quiet: a file saved after another is handled after it.
+        due.sort();
+        for (_, path) in due {
             if let Some((_, from_git)) = self.pending.remove(&path) {
                 self.out.send(Change { path, from_git })?;
             }
@@ -198,6 +204,12 @@ impl State {
     }
 
     fn on_event(&mut self, event: notify::Event) {
+        if event.need_rescan() {
+            // The OS dropped events (queue overflow): look at every file again.
+            tracing::warn!("file events were lost; rescanning the tree");
+            self.watch_tree(&self.root.clone(), true);
+            return;
+        }
         let renamed_both =
             matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both)));
         for (i, path) in event.paths.iter().enumerate() {
@@ -276,8 +288,16 @@ impl State {
     }
 
     /// Watches `dir` and every directory below it that the rules let through; with
-    /// `scan_files`, schedules the files found there too.
+    /// `scan_files`, schedules the files found there too. Files are listed in a second pass,
+    /// after every watch exists: a file created meanwhile is either listed or brings an event.
     fn watch_tree(&mut self, dir: &Path, scan_files: bool) {
+        self.walk_tree(dir, false);
+        if scan_files {
+            self.walk_tree(dir, true);
+        }
+    }
+
+    fn walk_tree(&mut self, dir: &Path, scan_files: bool) {
         for entry in walk::builder(dir).build() {
             let entry = match entry {
                 Ok(e) => e,
@@ -288,7 +308,7 @@ impl State {
             };
             let path = entry.path();
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            if is_dir {
+            if is_dir && !scan_files {
                 self.rules.load_dir(path);
                 if path != self.root && self.rules.is_ignored(path, true) {
                     continue;
