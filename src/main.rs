@@ -21,9 +21,10 @@ use filewatch_mcp::watch::Watch;
     about = "Hears `// @claude <ask>` comments in your code"
 )]
 struct Cli {
-    /// Log level for stderr (error, warn, info, debug, trace); RUST_LOG overrides it.
-    #[arg(long, global = true, default_value = "warn")]
-    log_level: String,
+    /// Log level for stderr (error, warn, info, debug, trace); RUST_LOG overrides it. Default:
+    /// info for `watch`, warn otherwise.
+    #[arg(long, global = true)]
+    log_level: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,7 +96,8 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log_level);
+    let default_level = if matches!(cli.command, Command::Watch { .. }) { "info" } else { "warn" };
+    init_logging(cli.log_level.as_deref().unwrap_or(default_level));
     let result = match cli.command {
         Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
         Command::Watch { dir, root, debounce, trigger, json } => {
@@ -125,6 +127,7 @@ fn init_logging(level: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .with_target(false)
         .init();
 }
@@ -238,7 +241,7 @@ fn stamp(dry_run: bool, json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow:
                     }
                 }
             }
-            Err(pipeline::EditError::Read(e)) if e.is_skip() => tracing::info!("skipped {e}"),
+            Err(pipeline::EditError::Read(e)) if e.is_skip() => tracing::debug!("skipped {e}"),
             Err(e) => {
                 failed += 1;
                 eprintln!("filewatch-mcp: {e}");
@@ -283,7 +286,7 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     let report = pipeline::scan_paths(&scanner, paths, threads);
     for err in &report.errors {
         if err.is_skip() {
-            tracing::info!("skipped {err}");
+            tracing::debug!("skipped {err}");
         } else {
             tracing::warn!("{err}");
         }
@@ -301,7 +304,7 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
         }
     }
     out.flush()?;
-    tracing::info!(
+    tracing::debug!(
         "{} files scanned, {} markers",
         report.scanned,
         report.files.iter().map(|f| f.markers.len()).sum::<usize>()
