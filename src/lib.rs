@@ -14,6 +14,7 @@ pub mod grammar;
 pub mod languages;
 pub mod pipeline;
 pub mod scan;
+pub mod server;
 pub mod stamp;
 pub mod walk;
 pub mod watch;

@@ -1,4 +1,5 @@
-//! The `filewatch-mcp` command line: `watch`, `scan`, `stamp`, `resolve` and `languages`.
+//! The `filewatch-mcp` command line: the MCP server (`serve`, the default), `watch`, `scan`,
+//! `stamp`, `resolve` and `languages`.
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -18,19 +19,40 @@ use filewatch_mcp::watch::Watch;
 #[command(
     name = "filewatch-mcp",
     version,
-    about = "Hears `// @claude <ask>` comments in your code"
+    about = "Hears `// @claude <ask>` comments in your code",
+    long_about = "Hears `// @claude <ask>` comments in your code. Without a subcommand it is the \
+                  MCP server Claude Code spawns (the same as `serve`).",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     /// Log level for stderr (error, warn, info, debug, trace); RUST_LOG overrides it. Default:
     /// info for `watch`, warn otherwise.
     #[arg(long, global = true)]
     log_level: Option<String>,
+    #[command(flatten)]
+    serve: ServeArgs,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+}
+
+/// Flags of the MCP server.
+#[derive(clap::Args, Clone)]
+struct ServeArgs {
+    /// The project directory to watch.
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Quiet time after the last event of a file before it is read (500ms, 2s, …).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    debounce: Duration,
+    /// The word that starts an ask.
+    #[arg(long, default_value = DEFAULT_TRIGGER)]
+    trigger: String,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// The MCP stdio server for Claude Code (also what runs without a subcommand).
+    Serve(ServeArgs),
     /// List the markers in files and trees; writes nothing.
     Scan {
         /// One JSON object per marker and line.
@@ -96,9 +118,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_level = if matches!(cli.command, Command::Watch { .. }) { "info" } else { "warn" };
+    let command = cli.command.unwrap_or(Command::Serve(cli.serve));
+    let default_level = match command {
+        Command::Watch { .. } | Command::Serve(_) => "info",
+        _ => "warn",
+    };
     init_logging(cli.log_level.as_deref().unwrap_or(default_level));
-    let result = match cli.command {
+    let result = match command {
+        Command::Serve(args) => serve(args),
         Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
         Command::Watch { dir, root, debounce, trigger, json } => {
             watch(dir.as_deref().unwrap_or(&root), debounce, &trigger, json)
@@ -206,6 +233,24 @@ fn watch(root: &Path, debounce: Duration, trigger: &str, json: bool) -> anyhow::
         }
     }
     watch.stop();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let options = filewatch_mcp::server::ServeOptions {
+        root: args.root,
+        debounce: args.debounce,
+        trigger: args.trigger,
+    };
+    let result = runtime.block_on(filewatch_mcp::server::run(options));
+    // stdin is read by a blocking thread that may never return: do not wait for it.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    result?;
     Ok(ExitCode::SUCCESS)
 }
 

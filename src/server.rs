@@ -1,0 +1,518 @@
+//! The MCP stdio server Claude Code spawns: the handshake Claude Code 2.1.332 needs for channels,
+//! the `list_asks` / `resolve_ask` tools, and one `notifications/claude/channel` per new ask.
+//!
+//! ```text
+//!  stdin ─► line filter ─► rmcp service ─► line writer ─► stdout      (JSON-RPC only)
+//!                              ▲
+//!  Watch ─► LivePipeline ─► announcer (queues until `notifications/initialized`)
+//! ```
+//! The line filter answers malformed or oversized lines with a JSON-RPC parse error instead of
+//! letting them reach (and end) the session; the line writer is the only thing that writes to
+//! stdout, one whole message per line.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, CustomNotification, DiscoverRequestMethod, DiscoverResult,
+    Implementation, ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, Peer, RoleServer};
+use rmcp::{ServerHandler, ServiceExt};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, Mutex};
+
+use crate::languages::LanguageTable;
+use crate::pipeline::{self, Ask, LivePipeline};
+use crate::scan::Scanner;
+use crate::watch::Watch;
+
+/// The notification method Claude Code listens to.
+pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
+
+/// The newest protocol revision we negotiate: later ones have no unsolicited notification path,
+/// and Claude Code disables channels for a server that offers them.
+pub const MAX_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// Incoming lines longer than this are answered with a parse error and dropped.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// What Claude reads in its system prompt about this server (kept well under 4096 chars).
+pub const INSTRUCTIONS: &str = "\
+filewatch watches the user's files. When the user saves a code comment that starts with \
+@claude, you receive it as a <channel source=\"filewatch\" file=\"…\" line=\"…\" replyTo=\"fw-…\"> \
+message: the content is an ask the user wrote in their code at that file and line (relative to \
+the project root). Treat it like a message from the user about that spot in the code: read the \
+file around that line first; if the ask is a question, answer it in this session; if it asks for \
+work, make the change in the code. When you are done, call the resolve_ask tool with the replyTo \
+id (or delete the whole marker comment yourself) so the file is clean; the marker was tagged \
+@claude[fw-…] when it was delivered, and a tagged marker never fires again. list_asks shows the \
+asks still open in the tree. If a message has no replyTo, the file could not be tagged \
+(read-only): handle the ask, and tell the user to remove the marker.";
+
+/// How the server is started.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub root: PathBuf,
+    pub debounce: Duration,
+    pub trigger: String,
+}
+
+/// State shared by the handler, the announcer and the tools.
+struct Shared {
+    root: PathBuf,
+    trigger: String,
+    /// The client once it sent `notifications/initialized`; asks found before wait in `queue`.
+    channel: Mutex<Channel>,
+}
+
+#[derive(Default)]
+struct Channel {
+    peer: Option<Peer<RoleServer>>,
+    queue: Vec<Ask>,
+}
+
+impl Shared {
+    fn scanner(&self) -> Result<Scanner<'static>, McpError> {
+        Scanner::new(LanguageTable::builtin(), &self.trigger)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    /// Sends the ask now, or queues it until the client is initialized.
+    async fn announce(&self, ask: Ask) {
+        let mut channel = self.channel.lock().await;
+        match channel.peer.clone() {
+            Some(peer) => send_ask(&peer, &ask).await,
+            None => channel.queue.push(ask),
+        }
+    }
+}
+
+/// The channel notification for one ask: every meta value a string, every key an identifier,
+/// no `source` (Claude Code sets it to the server's name).
+pub fn channel_notification(ask: &Ask) -> Value {
+    let mut meta = serde_json::Map::new();
+    meta.insert("file".into(), json!(ask.file));
+    meta.insert("line".into(), json!(ask.marker.line.to_string()));
+    if let Some(id) = ask.id() {
+        meta.insert("replyTo".into(), json!(id));
+    } else {
+        meta.insert("stamped".into(), json!("false"));
+    }
+    meta.insert("language".into(), json!(ask.marker.language));
+    json!({ "content": ask.marker.text, "meta": meta })
+}
+
+async fn send_ask(peer: &Peer<RoleServer>, ask: &Ask) {
+    let params = channel_notification(ask);
+    let note = CustomNotification::new(CHANNEL_METHOD, Some(params));
+    match peer.send_notification(ServerNotification::CustomNotification(note)).await {
+        Ok(()) => tracing::info!("announced {}:{} {:?}", ask.file, ask.marker.line, ask.id()),
+        Err(e) => tracing::warn!("could not announce {}:{}: {e}", ask.file, ask.marker.line),
+    }
+}
+
+/// The rmcp handler.
+#[derive(Clone)]
+pub struct FilewatchServer {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ListAsksArgs {
+    /// Only list markers in this file or directory (relative to the project root).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ResolveAskArgs {
+    /// The ask's id: the `replyTo` of its channel message, `fw-` and 8 hex digits.
+    pub id: String,
+}
+
+fn text_result(value: Value) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(
+        serde_json::to_string_pretty(&value).unwrap_or_default(),
+    )])
+}
+
+fn error_result(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+#[tool_router]
+impl FilewatchServer {
+    fn new(shared: Arc<Shared>) -> Self {
+        FilewatchServer { shared }
+    }
+
+    /// Every @claude marker in the project (ignore rules apply): `pending` asks were delivered
+    /// (tagged with an id) and are not resolved yet; `unannounced` markers are untagged and
+    /// wait for their file to be saved (or came in through git).
+    #[tool(annotations(read_only_hint = true))]
+    async fn list_asks(
+        &self,
+        Parameters(args): Parameters<ListAsksArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let shared = self.shared.clone();
+        let scope = match &args.path {
+            Some(p) => match inside_root(&shared.root, p) {
+                Some(path) => path,
+                None => return Ok(error_result(format!("{p}: not inside the project root"))),
+            },
+            None => shared.root.clone(),
+        };
+        let result = tokio::task::spawn_blocking(move || -> Result<Value, McpError> {
+            let scanner = shared.scanner()?;
+            let report = pipeline::scan_paths(&scanner, &[scope], 2);
+            let (mut pending, mut unannounced) = (Vec::new(), Vec::new());
+            for f in &report.files {
+                let file = relative(&shared.root, &f.path);
+                for m in &f.markers {
+                    let entry = json!({"file": file, "line": m.line, "text": m.text, "language": m.language});
+                    match &m.tag {
+                        Some(id) => {
+                            let mut e = entry;
+                            e["id"] = json!(id);
+                            pending.push(e);
+                        }
+                        None => unannounced.push(entry),
+                    }
+                }
+            }
+            Ok(json!({"pending": pending, "unannounced": unannounced}))
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))??;
+        Ok(text_result(result))
+    }
+
+    /// Remove a delivered ask's marker from its file, once the ask is handled: the whole line
+    /// when the comment is alone on it, else the comment. Takes the `replyTo` id.
+    #[tool(annotations(destructive_hint = false, idempotent_hint = true))]
+    async fn resolve_ask(
+        &self,
+        Parameters(args): Parameters<ResolveAskArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let Some(id) = pipeline::parse_id(&args.id) else {
+            return Ok(error_result(format!(
+                "{:?} is not an ask id (fw- and 8 lowercase hex digits)",
+                args.id
+            )));
+        };
+        let shared = self.shared.clone();
+        let outcome = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
+            let scanner = shared.scanner().map_err(|e| e.message.to_string())?;
+            let root = [shared.root.clone()];
+            let mut done = Vec::new();
+            for path in pipeline::candidate_files(scanner.table(), &root, 2) {
+                match pipeline::resolve_file(&scanner, &path, &id, pipeline::WRITE_ATTEMPTS) {
+                    Ok(true) => done.push(relative(&shared.root, &path)),
+                    Ok(false) => {}
+                    Err(pipeline::EditError::Read(e)) if e.is_skip() => {}
+                    Err(e) => return Err(format!("{id}: {e}")),
+                }
+            }
+            if done.is_empty() {
+                return Err(format!("no marker with id {id} in the project (already resolved?)"));
+            }
+            Ok(done)
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        Ok(match outcome {
+            Ok(files) => text_result(json!({"resolved": args.id.trim(), "files": files})),
+            Err(message) => error_result(message),
+        })
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for FilewatchServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        let mut experimental = std::collections::BTreeMap::new();
+        experimental.insert("claude/channel".to_string(), serde_json::Map::new());
+        capabilities.experimental = Some(experimental);
+        ServerConfig::new(capabilities)
+            .with_protocol_version(MAX_PROTOCOL)
+            .with_server_info(Implementation::new("filewatch-mcp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&MAX_PROTOCOL))
+    }
+
+    /// Claude Code probes with `server/discover` first; any answer but an error makes it treat
+    /// the server as "modern" and disable channels. So: method not found.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        Err(McpError::method_not_found::<DiscoverRequestMethod>())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut channel = self.shared.channel.lock().await;
+        for ask in std::mem::take(&mut channel.queue) {
+            send_ask(&context.peer, &ask).await;
+        }
+        channel.peer = Some(context.peer);
+        tracing::info!("client initialized; channel open");
+    }
+}
+
+/// `p` (relative to the root, or absolute) if it names something inside the root.
+fn inside_root(root: &Path, p: &str) -> Option<PathBuf> {
+    let joined = root.join(p);
+    let canonical = joined.canonicalize().ok()?;
+    canonical.starts_with(root).then_some(canonical)
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+/// Reads one line of at most `max` bytes (without the `\n`); `Ok(None)` at EOF,
+/// `Ok(Some(Err(n)))` for a line that was too long (`n` bytes, skipped).
+async fn read_line<R: AsyncBufReadExt + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> std::io::Result<Option<Result<Vec<u8>, usize>>> {
+    let mut line = Vec::new();
+    let mut skipped = 0usize;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            if line.is_empty() && skipped == 0 {
+                return Ok(None);
+            }
+            break;
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if skipped > 0 || line.len() + chunk.len() > max {
+            skipped += line.len() + chunk.len();
+            line.clear();
+        } else {
+            line.extend_from_slice(chunk);
+        }
+        let consumed = done.unwrap_or(buf.len());
+        reader.consume(consumed);
+        if done.is_some() {
+            break;
+        }
+    }
+    Ok(Some(if skipped > 0 { Err(skipped) } else { Ok(line) }))
+}
+
+const PARSE_ERROR: &str =
+    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#;
+
+/// Claude Code's `server/discover` probe gets "method not found" (-32601) whatever its params
+/// hold: any other answer, or rmcp validating the probe's `_meta` first (-32602), is not what
+/// the probe is documented to expect, and a success would disable channels.
+fn discover_reply(message: &Value) -> Option<String> {
+    if message.get("method")?.as_str()? != "server/discover" {
+        return None;
+    }
+    let id = message.get("id")?;
+    Some(format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"Method not found: server/discover"}}}}"#
+    ))
+}
+
+/// stdin → rmcp: passes each line that is a JSON value, answers anything else with a parse
+/// error (via `errors`), and ends rmcp's input at EOF.
+async fn filter_input<R, W>(input: R, mut to_rmcp: W, errors: mpsc::Sender<String>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    loop {
+        match read_line(&mut reader, MAX_LINE).await {
+            Ok(None) => break,
+            Ok(Some(Ok(line))) => {
+                let text = line.strip_suffix(b"\r").unwrap_or(&line);
+                if text.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let Ok(message) = serde_json::from_slice::<Value>(text) else {
+                    tracing::warn!(
+                        "malformed JSON-RPC line ({} bytes) answered with a parse error",
+                        text.len()
+                    );
+                    let _ = errors.send(PARSE_ERROR.to_string()).await;
+                    continue;
+                };
+                if let Some(reply) = discover_reply(&message) {
+                    let _ = errors.send(reply).await;
+                    continue;
+                }
+                if to_rmcp.write_all(text).await.is_err() || to_rmcp.write_all(b"\n").await.is_err()
+                {
+                    break;
+                }
+            }
+            Ok(Some(Err(len))) => {
+                tracing::warn!("a {len}-byte line is over the {MAX_LINE}-byte limit; answered with a parse error");
+                let _ = errors.send(PARSE_ERROR.to_string()).await;
+            }
+            Err(e) => {
+                tracing::warn!("reading stdin: {e}");
+                break;
+            }
+        }
+    }
+    let _ = to_rmcp.shutdown().await;
+}
+
+/// rmcp → stdout, and parse errors → stdout: the only writer of stdout, one line at a time.
+async fn write_output<R, W>(from_rmcp: R, mut errors: mpsc::Receiver<String>, mut out: W)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut lines = BufReader::new(from_rmcp).lines();
+    let mut rmcp_open = true;
+    loop {
+        tokio::select! {
+            line = lines.next_line(), if rmcp_open => match line {
+                Ok(Some(line)) => {
+                    if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err() {
+                        break;
+                    }
+                    let _ = out.flush().await;
+                }
+                _ => rmcp_open = false,
+            },
+            err = errors.recv() => match err {
+                Some(e) => {
+                    let _ = out.write_all(e.as_bytes()).await;
+                    let _ = out.write_all(b"\n").await;
+                    let _ = out.flush().await;
+                }
+                None if !rmcp_open => break,
+                None => {}
+            },
+            else => break,
+        }
+    }
+}
+
+/// Serves MCP over `input`/`output` until the input ends or `stop` is set. Asks produced by
+/// `asks` (the pipeline) are announced. Used by [`run`] with stdio and by tests with pipes.
+pub async fn serve<R, W>(
+    shared_root: PathBuf,
+    trigger: String,
+    input: R,
+    output: W,
+    mut asks: mpsc::Receiver<Ask>,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let shared =
+        Arc::new(Shared { root: shared_root, trigger, channel: Mutex::new(Channel::default()) });
+    let (rmcp_in, filter_end) = tokio::io::duplex(1 << 20);
+    let (writer_end, rmcp_out) = tokio::io::duplex(1 << 20);
+    let (err_tx, err_rx) = mpsc::channel(64);
+    let filter = tokio::spawn(filter_input(input, filter_end, err_tx));
+    let writer = tokio::spawn(write_output(writer_end, err_rx, output));
+    let announcer = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            while let Some(ask) = asks.recv().await {
+                shared.announce(ask).await;
+            }
+        })
+    };
+    let server = FilewatchServer::new(shared);
+    match server.serve((rmcp_in, rmcp_out)).await {
+        Ok(running) => {
+            let _ = running.waiting().await;
+        }
+        Err(e) => tracing::warn!("MCP session ended during initialization: {e}"),
+    }
+    announcer.abort();
+    filter.abort();
+    let _ = writer.await;
+    Ok(())
+}
+
+/// The whole server: watch `root`, run the pipeline, serve MCP on stdin/stdout. Returns when
+/// stdin closes or on SIGTERM/SIGINT, with the watcher and pipeline stopped (no stamp left
+/// half-done, so no temp file behind).
+pub async fn run(options: ServeOptions) -> anyhow::Result<()> {
+    let table = LanguageTable::builtin();
+    let scanner = Scanner::new(table, &options.trigger)?;
+    let root = options.root.canonicalize()?;
+    let (watch, changes) = Watch::start(&root, options.debounce)?;
+    tracing::info!(
+        "filewatch-mcp {}: watching {} directories under {} ({} ms)",
+        env!("CARGO_PKG_VERSION"),
+        watch.stats.dirs_watched,
+        root.display(),
+        watch.stats.took.as_millis()
+    );
+    let (ask_tx, ask_rx) = mpsc::channel(1024);
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let stop = stop.clone();
+        let mut live = LivePipeline::new(root.clone(), scanner);
+        std::thread::Builder::new().name("pipeline".into()).spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match changes.recv_timeout(Duration::from_millis(50)) {
+                    Ok(change) => {
+                        for ask in live.process(&change.path, change.from_git) {
+                            if ask_tx.blocking_send(ask).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        })?
+    };
+    let session =
+        serve(root, options.trigger.clone(), tokio::io::stdin(), tokio::io::stdout(), ask_rx);
+    tokio::select! {
+        r = session => r?,
+        _ = shutdown_signal() => tracing::info!("signal received; stopping"),
+    }
+    stop.store(true, Ordering::SeqCst);
+    // The pipeline finishes the file at hand (a stamp is never left half-done).
+    let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+    watch.stop();
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
