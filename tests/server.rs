@@ -1,0 +1,146 @@
+//! The MCP server in process, over `tokio::io::duplex`, with the rmcp client: handshake,
+//! queued and live channel notifications, and both tools.
+
+use std::path::Path;
+use std::time::Duration;
+
+use filewatch_mcp::languages::LanguageTable;
+use filewatch_mcp::pipeline::{Ask, LivePipeline};
+use filewatch_mcp::scan::{Scanner, DEFAULT_TRIGGER};
+use filewatch_mcp::server::{self, CHANNEL_METHOD};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, CustomNotification};
+use rmcp::service::NotificationContext;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+/// A client that hands every custom notification to the test.
+#[derive(Clone)]
+struct Collector(mpsc::UnboundedSender<CustomNotification>);
+
+impl ClientHandler for Collector {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send(notification);
+    }
+}
+
+async fn next(notes: &mut mpsc::UnboundedReceiver<CustomNotification>) -> CustomNotification {
+    tokio::time::timeout(Duration::from_secs(10), notes.recv()).await.unwrap().unwrap()
+}
+
+/// Runs the real pipeline on one saved file and returns its asks.
+fn asks_for(root: &Path, rel: &str, text: &str) -> Vec<Ask> {
+    std::fs::write(root.join(rel), text).unwrap();
+    let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
+    let mut live = LivePipeline::new(root.to_path_buf(), scanner);
+    live.process(&root.join(rel), false)
+}
+
+fn tool_text(result: &CallToolResult) -> String {
+    let v = serde_json::to_value(result).unwrap();
+    v["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+async fn call(
+    client: &rmcp::service::RunningService<RoleClient, Collector>,
+    name: &'static str,
+    args: Value,
+) -> CallToolResult {
+    let params = CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone());
+    client.call_tool(params).await.expect("tool call")
+}
+
+#[tokio::test]
+async fn handshake_notifications_and_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (ask_tx, ask_rx) = mpsc::channel(16);
+
+    // Found before the client is initialized: must be queued, not lost.
+    for ask in asks_for(&root, "early.py", "# @claude found early\n") {
+        ask_tx.send(ask).await.unwrap();
+    }
+
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    let server_task = tokio::spawn(server::serve(
+        root.clone(),
+        DEFAULT_TRIGGER.to_string(),
+        server_read,
+        server_write,
+        ask_rx,
+    ));
+    let (note_tx, mut notes) = mpsc::unbounded_channel();
+    let client = Collector(note_tx).serve(client_end).await.expect("initialize");
+
+    let info = client.peer_info().expect("server info");
+    let info = serde_json::to_value(&*info).unwrap();
+    assert_eq!(info["capabilities"]["experimental"]["claude/channel"], json!({}));
+    assert!(info["capabilities"]["tools"].is_object());
+    assert_eq!(info["serverInfo"]["name"], "filewatch-mcp");
+    assert!(info["instructions"].as_str().unwrap().len() <= 4096);
+    let version = info["protocolVersion"].as_str().unwrap();
+    assert!(
+        ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"].contains(&version),
+        "{version}"
+    );
+
+    let early = next(&mut notes).await;
+    assert_eq!(early.method, CHANNEL_METHOD);
+    let params = early.params.unwrap();
+    assert_eq!(params["content"], "@claude found early");
+    assert_eq!(params["meta"]["file"], "early.py");
+    assert_eq!(params["meta"]["line"], "1");
+    assert!(params["meta"].get("source").is_none());
+    let early_id = params["meta"]["replyTo"].as_str().unwrap().to_string();
+
+    // Live: after initialization, straight through.
+    for ask in asks_for(&root, "live.rs", "fn a() {} // @claude name this\n") {
+        ask_tx.send(ask).await.unwrap();
+    }
+    let live = next(&mut notes).await.params.unwrap();
+    assert_eq!(live["content"], "@claude name this");
+    for (k, v) in live["meta"].as_object().unwrap() {
+        assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{k}");
+        assert!(v.is_string(), "{k}: {v}");
+    }
+
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"list_asks") && names.contains(&"resolve_ask"), "{names:?}");
+
+    std::fs::write(root.join("dormant.go"), "package a\n// @claude not saved since\n").unwrap();
+    let listed: Value =
+        serde_json::from_str(&tool_text(&call(&client, "list_asks", json!({})).await)).unwrap();
+    let pending: Vec<&str> =
+        listed["pending"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert!(pending.contains(&early_id.as_str()), "{listed}");
+    assert_eq!(listed["unannounced"][0]["file"], "dormant.go");
+    let scoped: Value = serde_json::from_str(&tool_text(
+        &call(&client, "list_asks", json!({"path": "live.rs"})).await,
+    ))
+    .unwrap();
+    assert_eq!(scoped["pending"].as_array().unwrap().len(), 1);
+    let outside = call(&client, "list_asks", json!({"path": "../"})).await;
+    assert_eq!(outside.is_error, Some(true));
+
+    let resolved = call(&client, "resolve_ask", json!({"id": early_id})).await;
+    assert_ne!(resolved.is_error, Some(true), "{}", tool_text(&resolved));
+    assert_eq!(std::fs::read_to_string(root.join("early.py")).unwrap(), "");
+    let again = call(&client, "resolve_ask", json!({"id": early_id})).await;
+    assert_eq!(again.is_error, Some(true));
+    assert!(tool_text(&again).contains(&early_id));
+    let bad = call(&client, "resolve_ask", json!({"id": "nope"})).await;
+    assert_eq!(bad.is_error, Some(true));
+
+    client.cancel().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server_task).await.unwrap().unwrap().unwrap();
+}

@@ -1,0 +1,194 @@
+//! The server binary as Claude Code 2.1.332 starts it, byte for byte: the `server/discover`
+//! probe with a string id, `initialize` 2025-11-25, `notifications/initialized`, `tools/list`;
+//! then a save, and the exact notification; then bad input; then exit on stdin EOF or SIGTERM.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"claude-code","version":"2.1.332"}}}}"#;
+const INITIALIZE: &str = r#"{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{},"elicitation":{}},"clientInfo":{"name":"claude-code","title":"Claude Code","version":"2.1.332"}},"jsonrpc":"2.0","id":0}"#;
+const INITIALIZED: &str = r#"{"method":"notifications/initialized","jsonrpc":"2.0"}"#;
+const TOOLS_LIST: &str = r#"{"method":"tools/list","jsonrpc":"2.0","id":1}"#;
+
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Server {
+    fn start(root: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+            .args(["--root"])
+            .arg(root)
+            .args(["--debounce", "100ms"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stdin = child.stdin.take();
+        Server { child, stdin, lines }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line on stdout, raw; every line must be one JSON-RPC message.
+    fn line(&self) -> String {
+        let line = self.lines.recv_timeout(DEADLINE).expect("a line on stdout");
+        let v: Value = serde_json::from_str(&line).expect("stdout carries only JSON");
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        line
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.line()).unwrap()
+    }
+
+    /// Waits (with a deadline) for the process to exit; returns how long it took.
+    fn wait_exit(&mut self) -> Duration {
+        let t = Instant::now();
+        while t.elapsed() < DEADLINE {
+            if self.child.try_wait().unwrap().is_some() {
+                return t.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(5)); // polling an exit, not waiting for time
+        }
+        panic!("the server did not exit");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn handshake(s: &mut Server) -> (Value, Value) {
+    s.send(DISCOVER);
+    let discover = s.json();
+    s.send(INITIALIZE);
+    let init = s.json();
+    s.send(INITIALIZED);
+    s.send(TOOLS_LIST);
+    let tools = s.json();
+    assert_eq!(discover["id"], "server-discover-probe-1");
+    assert_eq!(discover["error"]["code"], -32601, "{discover}");
+    (init, tools)
+}
+
+#[test]
+fn claude_code_startup_replayed_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut s = Server::start(&root);
+    let (init, tools) = handshake(&mut s);
+
+    assert_eq!(init["id"], 0);
+    let result = &init["result"];
+    assert_eq!(result["protocolVersion"], "2025-11-25");
+    assert_eq!(result["capabilities"]["experimental"]["claude/channel"], serde_json::json!({}));
+    assert!(result["capabilities"]["experimental"].get("claude/channel/permission").is_none());
+    assert!(result["capabilities"]["tools"].is_object());
+    assert_eq!(result["serverInfo"]["name"], "filewatch-mcp");
+    let instructions = result["instructions"].as_str().unwrap();
+    assert!(instructions.len() <= 4096 && instructions.contains("resolve_ask"));
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+
+    std::fs::write(root.join("a.py"), "x = 1  # @claude why one?\n").unwrap();
+    let raw = s.line();
+    let note: Value = serde_json::from_str(&raw).unwrap();
+    eprintln!("notification bytes: {raw}");
+    assert!(
+        raw.starts_with(r#"{"jsonrpc":"2.0","method":"notifications/claude/channel","params":"#),
+        "{raw}"
+    );
+    assert_eq!(note["params"]["content"], "@claude why one?");
+    let meta = note["params"]["meta"].as_object().unwrap();
+    for (k, v) in meta {
+        assert!(k.chars().next().unwrap().is_ascii_alphabetic() || k.starts_with('_'), "{k}");
+        assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{k}");
+        assert!(v.is_string(), "meta {k} is not a string: {v}");
+    }
+    assert!(!meta.contains_key("source"));
+    assert_eq!(meta["file"], "a.py");
+    assert_eq!(meta["line"], "1");
+    let id = meta["replyTo"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.py")).unwrap(),
+        format!("x = 1  # @claude[{id}] why one?\n")
+    );
+
+    // Bad input never kills the session.
+    s.send("not json at all");
+    assert_eq!(s.json()["error"]["code"], -32700);
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"pad\":\"{}\"}}",
+        "x".repeat(17 * 1024 * 1024)
+    );
+    s.send(&huge);
+    assert_eq!(s.json()["error"]["code"], -32700);
+    s.send(r#"{"jsonrpc":"2.0","id":7,"method":"no/such/method"}"#);
+    assert_eq!(s.json()["error"]["code"], -32601);
+    s.send(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#);
+    let pong = s.json();
+    assert_eq!(
+        (pong["id"].as_i64(), pong["result"].as_object().map(|o| o.len())),
+        (Some(8), Some(0))
+    );
+
+    // Claude Code quits: stdin closes, the server exits.
+    drop(s.stdin.take());
+    let took = s.wait_exit();
+    eprintln!("exited {} ms after stdin EOF", took.as_millis());
+    assert!(s.child.try_wait().unwrap().unwrap().success());
+}
+
+#[test]
+fn sigterm_stops_it_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut s = Server::start(&root);
+    handshake(&mut s);
+    for i in 0..20 {
+        std::fs::write(root.join(format!("f{i}.py")), format!("# @claude ask {i}\n")).unwrap();
+    }
+    let _ = s.line(); // at least one stamp under way or done
+    unsafe {
+        libc::kill(s.child.id() as i32, libc::SIGTERM);
+    }
+    let took = s.wait_exit();
+    eprintln!("exited {} ms after SIGTERM", took.as_millis());
+    let leftovers: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".fw-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
