@@ -43,7 +43,7 @@ fn start(root: &Path) -> Running {
     let mut lines = stderr.lines();
     let ready_after = loop {
         let line = lines.next().expect("watcher output").unwrap();
-        if line.contains("directories under") {
+        if line.starts_with("filewatch-mcp: watching") {
             eprintln!("{line}");
             break started.elapsed();
         }

@@ -26,7 +26,7 @@ use filewatch_mcp::watch::Watch;
 )]
 struct Cli {
     /// Log level for stderr (error, warn, info, debug, trace); RUST_LOG overrides it. Default:
-    /// info for `watch`, warn otherwise.
+    /// info for the server and `watch`, warn otherwise.
     #[arg(long, global = true)]
     log_level: Option<String>,
     #[command(flatten)]
@@ -149,8 +149,13 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(level: &str) {
+    // Below debug, keep the libraries' chatter (every JSON-RPC message, watch removals) out.
+    let directives = match level {
+        "debug" | "trace" => level.to_string(),
+        _ => format!("{level},notify=error,rmcp=warn"),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)

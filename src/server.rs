@@ -462,13 +462,7 @@ pub async fn run(options: ServeOptions) -> anyhow::Result<()> {
     let scanner = Scanner::new(table, &options.trigger)?;
     let root = options.root.canonicalize()?;
     let (watch, changes) = Watch::start(&root, options.debounce)?;
-    tracing::info!(
-        "filewatch-mcp {}: watching {} directories under {} ({} ms)",
-        env!("CARGO_PKG_VERSION"),
-        watch.stats.dirs_watched,
-        root.display(),
-        watch.stats.took.as_millis()
-    );
+    tracing::info!("filewatch-mcp {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     let (ask_tx, ask_rx) = mpsc::channel(1024);
     let stop = Arc::new(AtomicBool::new(false));
     let worker = {

@@ -74,7 +74,7 @@ fn running_out_of_watches_is_reported_and_survived() {
         if line.contains("fs.inotify.max_user_watches") {
             limit_errors += 1;
         }
-        if line.contains("directories under") {
+        if line.starts_with("filewatch-mcp: watching") {
             break line;
         }
     };

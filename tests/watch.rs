@@ -61,7 +61,7 @@ impl Watcher {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 eprintln!("[watch] {line}");
-                if line.contains("directories under") {
+                if line.starts_with("filewatch-mcp: watching") {
                     if let Some(tx) = ready.take() {
                         let _ = tx.send(());
                     }
