@@ -232,7 +232,8 @@ fn watch(root: &Path, debounce: Duration, trigger: &str, json: bool) -> anyhow::
             } else {
                 let id =
                     ask.id().map_or_else(|| "not stamped: read-only".to_string(), str::to_string);
-                writeln!(out, "{}:{}  {}  [{id}]", ask.file, ask.marker.line, ask.marker.text)?;
+                let (at, text) = (lines(&ask.marker), indent_lines(&ask.marker.text));
+                writeln!(out, "{}:{at}  {text}  [{id}]", ask.file)?;
             }
             out.flush()?;
         }
@@ -349,7 +350,7 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
                 writeln!(out, "{}", marker_json(&path, m))?;
             } else {
                 let tag = m.tag.as_ref().map(|t| format!("  [{t} tagged]")).unwrap_or_default();
-                writeln!(out, "{path}:{}: {}{tag}", m.line, m.text)?;
+                writeln!(out, "{path}:{}: {}{tag}", lines(m), indent_lines(&m.text))?;
             }
         }
     }
@@ -362,6 +363,20 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
+/// `12` for a one-line ask, `12-14` for one over several lines.
+fn lines(m: &Marker) -> String {
+    if m.end_line > m.line {
+        format!("{}-{}", m.line, m.end_line)
+    } else {
+        m.line.to_string()
+    }
+}
+
+/// A multi-line ask for the terminal: its later lines indented under the first.
+fn indent_lines(text: &str) -> String {
+    text.replace('\n', "\n    ")
+}
+
 /// The public JSON shape of a marker (keep these keys: scripts depend on them).
 fn marker_json(path: &str, m: &Marker) -> serde_json::Value {
     let reason = match &m.decided_by {
@@ -371,6 +386,7 @@ fn marker_json(path: &str, m: &Marker) -> serde_json::Value {
     serde_json::json!({
         "file": path,
         "line": m.line,
+        "end_line": m.end_line,
         "column": m.column,
         "text": m.text,
         "tagged": m.is_tagged(),
@@ -388,8 +404,8 @@ fn languages(json: bool) -> anyhow::Result<ExitCode> {
         let types: Vec<String> = lang.file_types.iter().map(FileType::to_string).collect();
         let decided = match FallbackReason::for_language(lang) {
             None => format!("grammar {}", lang.grammar.as_deref().unwrap_or_default()),
-            Some(FallbackReason::NoGrammar) => "fallback".to_string(),
-            Some(reason) => format!("fallback ({reason})"),
+            Some(FallbackReason::NoGrammar) => "fallback, one-line asks".to_string(),
+            Some(reason) => format!("fallback, one-line asks ({reason})"),
         };
         if json {
             let v = serde_json::json!({
@@ -398,6 +414,7 @@ fn languages(json: bool) -> anyhow::Result<ExitCode> {
                 "shebangs": lang.shebangs,
                 "grammar": lang.grammar,
                 "mode": if lang.ts_language.is_some() { "syntax" } else { "fallback" },
+                "multi_line_asks": lang.ts_language.is_some(),
                 "embedded": lang.embedded,
             });
             writeln!(out, "{v}")?;

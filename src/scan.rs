@@ -31,14 +31,19 @@ pub const TAG_LEN: usize = 13;
 pub struct Marker {
     /// 1-based line of the trigger.
     pub line: usize,
+    /// 1-based last line of the ask: `line` for a one-line comment, the last line of a comment
+    /// paragraph or a multi-line block comment otherwise.
+    pub end_line: usize,
     /// 1-based byte column of the trigger on its line (a BOM does not count).
     pub column: usize,
-    /// Byte range of the whole comment, delimiters included, line ending excluded.
+    /// Byte range of the whole comment (for a paragraph: all its comments), delimiters
+    /// included, the last line ending excluded.
     pub comment: Range<usize>,
     /// Byte offset right after the trigger: where a stamp inserts its tag.
     pub insert_at: usize,
     /// The ask: the trigger and the rest of the comment body, without the tag, the closing
-    /// delimiter and trailing whitespace.
+    /// delimiter and trailing whitespace; the lines of a multi-line ask joined with `\n`, their
+    /// comment tokens and decoration (`*` columns) removed.
     pub text: String,
     /// `fw-xxxxxxxx` when the marker is already stamped.
     pub tag: Option<String>,
@@ -225,7 +230,7 @@ impl<'t> Scanner<'t> {
                 if lang_hides_comment(lang, comment, src) || parent_is_string(comment) {
                     continue;
                 }
-                let Some(range) = one_line_comment(row, src, comment.byte_range(), hit) else {
+                let Some(range) = comment_range(row, src, comment.byte_range(), hit) else {
                     continue;
                 };
                 (comment, range)
@@ -233,10 +238,20 @@ impl<'t> Scanner<'t> {
             if row.comments_start_line && !starts_its_line(src, range.start) {
                 continue;
             }
-            let Some(body) = self.read_comment(row, src, range.clone(), hit) else {
+            let Some(mut body) = self.read_comment(row, src, range.clone(), hit) else {
                 continue;
             };
             let tree_root = sub_root.unwrap_or(root);
+            let mut range = range;
+            if body.line_comment {
+                // Line comments of the same style right below: one paragraph, one ask.
+                let (end, lines) = self.paragraph(row, tree_root, src, &range, hit);
+                range.end = end;
+                for line in lines {
+                    body.text.push('\n');
+                    body.text.push_str(&line);
+                }
+            }
             let decided_by = if near_error(comment, tree_root, line_around(src, range.clone())) {
                 // Keep it only if the line-based reading agrees: an unterminated string may
                 // have turned the rest of the file into look-alike comments.
@@ -324,7 +339,7 @@ impl<'t> Scanner<'t> {
             None => (None, after),
         };
         // The trigger (and tag) must be followed by whitespace and something to ask.
-        if !matches!(src.get(payload), Some(b' ' | b'\t')) || payload >= body_end {
+        if !matches!(src.get(payload), Some(b' ' | b'\t' | b'\r' | b'\n')) || payload >= body_end {
             return None;
         }
         let text_end = payload + trim_end(&src[payload..body_end]).len();
@@ -332,9 +347,92 @@ impl<'t> Scanner<'t> {
             return None;
         }
         let mut text = self.trigger.clone();
-        text.push_str(&String::from_utf8_lossy(&src[payload..text_end]));
-        Some(Body { hit, insert_at: after, tag, text })
+        let payload_text = &src[payload..text_end];
+        if payload_text.contains(&b'\n') || payload_text.contains(&b'\r') {
+            text.push_str(&block_text(payload_text));
+        } else {
+            text.push_str(&String::from_utf8_lossy(payload_text));
+        }
+        Some(Body { hit, insert_at: after, tag, text, line_comment: close.is_none() })
     }
+
+    /// The comments that continue the line comment `range` (its marker at `hit`) as one
+    /// paragraph: the line comments of the same style on the lines right below, starting at the
+    /// same column, up to a blank comment line, another style, code, or another marker. Returns
+    /// where the paragraph ends and the continuation lines' text.
+    fn paragraph(
+        &self,
+        row: &Language,
+        root: Node,
+        src: &[u8],
+        range: &Range<usize>,
+        hit: usize,
+    ) -> (usize, Vec<String>) {
+        let prefix = &src[range.start..hit];
+        let style_len = prefix.iter().position(|b| b.is_ascii_whitespace()).unwrap_or(prefix.len());
+        let style = &prefix[..style_len];
+        let column = range.start - line_start(src, range.start);
+        let doc_chars = |b: u8| row.doc_markers.as_bytes().contains(&b) || style.last() == Some(&b);
+        let mut end = range.end;
+        let mut lines = Vec::new();
+        let mut next = match memchr::memchr(b'\n', &src[range.end..]) {
+            Some(i) => range.end + i + 1,
+            None => return (end, lines),
+        };
+        while next < src.len() {
+            let line_end = memchr::memchr(b'\n', &src[next..]).map_or(src.len(), |i| next + i);
+            let content_end = if line_end > next && src[line_end - 1] == b'\r' { line_end - 1 } else { line_end };
+            let line = &src[next..content_end];
+            let indent = line.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+            let pos = next + indent;
+            let Some(after_style) = src[pos..content_end].strip_prefix(style) else { break };
+            let body = trim_start(after_style);
+            let same_style = after_style.first().is_none_or(|&b| !doc_chars(b));
+            if indent != column || !same_style || body.is_empty() || body.starts_with(self.trigger.as_bytes()) {
+                break;
+            }
+            // It must really be a comment that starts there (not a string's text).
+            let comment = root.descendant_for_byte_range(pos, pos + 1).and_then(|n| enclosing_comment(row, n));
+            if !comment.is_some_and(|c| c.start_byte() <= pos && c.end_byte() >= pos + style.len()) {
+                break;
+            }
+            let text = after_style.strip_prefix(b" ").unwrap_or(after_style);
+            lines.push(String::from_utf8_lossy(trim_end(text)).into_owned());
+            end = content_end;
+            next = line_end + 1;
+        }
+        (end, lines)
+    }
+}
+
+/// The body lines of a multi-line block comment as an ask: each continuation line without its
+/// indentation and `*` decoration column, trailing blank lines dropped.
+fn block_text(payload: &[u8]) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    // `\n`, `\r\n` and a lone `\r` all end a line; `trim_end` drops the `\r` of `\r\n`.
+    let line_breaks = payload.split(|&b| b == b'\n').flat_map(|l| {
+        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        l.split(|&b| b == b'\r')
+    });
+    for (i, raw) in line_breaks.enumerate() {
+        let mut line = trim_end(raw);
+        if i > 0 {
+            line = trim_start(line);
+            if line.starts_with(b"*") && !line.starts_with(b"*/") {
+                line = &line[1..];
+                line = line.strip_prefix(b" ").unwrap_or(line);
+            }
+        }
+        lines.push(String::from_utf8_lossy(line).into_owned());
+    }
+    while lines.len() > 1 && lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines.join("\n")
+}
+
+fn line_start(src: &[u8], offset: usize) -> usize {
+    src[..offset].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
 }
 
 /// The parts of a marker that reading the comment yields.
@@ -343,12 +441,15 @@ struct Body {
     insert_at: usize,
     tag: Option<String>,
     text: String,
+    /// A line comment (`//`, `#`), which a paragraph may continue.
+    line_comment: bool,
 }
 
 impl Body {
     fn into_marker(self, comment: Range<usize>, lang: &Language, decided_by: DecidedBy) -> Marker {
         Marker {
             line: 0,
+            end_line: 0,
             column: self.hit, // replaced by `Positions::fill`
             comment,
             insert_at: self.insert_at,
@@ -371,8 +472,14 @@ fn opening_token<'l>(lang: &'l Language, prefix: &[u8]) -> Option<Option<&'l str
     candidates.into_iter().find_map(|(open, close)| {
         let rest = prefix.strip_prefix(open.as_bytes())?;
         let repeat = *open.as_bytes().last()?;
+        // A block comment's body may start on a later line (`/**` ⏎ ` * @claude …`).
+        let line_break_ok = close.is_some();
         let ok = rest.iter().all(|&b| {
-            b == b' ' || b == b'\t' || b == repeat || lang.doc_markers.as_bytes().contains(&b)
+            b == b' '
+                || b == b'\t'
+                || b == repeat
+                || lang.doc_markers.as_bytes().contains(&b)
+                || (line_break_ok && (b == b'\n' || b == b'\r'))
         });
         ok.then_some(close)
     })
@@ -481,10 +588,10 @@ fn lexed_ancestor<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
     None
 }
 
-/// The comment's range if it lies on one line: trailing `\r`/`\n` trimmed (Rust doc comments
+/// The comment's range if it lies on one line, or is a whole multi-line block comment: trailing `\r`/`\n` trimmed (Rust doc comments
 /// and many grammars include them), a Markdown `html_block` cut after its `-->`, and a run of
 /// line comments that the grammar merged into one node (Haskell) cut to the line of `hit`.
-fn one_line_comment(
+fn comment_range(
     lang: &Language,
     src: &[u8],
     range: Range<usize>,
@@ -525,12 +632,22 @@ fn one_line_comment(
             }
         }
     }
-    // A lone `\r` ends a line too (CR-only files): the comment stops there.
-    if let Some(cr) = memchr::memchr(b'\r', &src[start..end]) {
+    let text = &src[start..end];
+    let is_block = lang
+        .block_comments
+        .iter()
+        .any(|d| text.starts_with(d.open.as_bytes()) && text.ends_with(d.close.as_bytes()));
+    if is_block {
+        return Some(start..end); // on one line, or a whole block over several
+    }
+    if text.contains(&b'\n') {
+        return None;
+    }
+    // A lone `\r` ends a line too (CR-only files): a line comment stops there.
+    if let Some(cr) = memchr::memchr(b'\r', text) {
         end = start + cr;
     }
-    let range = start..end;
-    (!src[range.clone()].contains(&b'\n')).then_some(range)
+    Some(start..end)
 }
 
 /// If every line of `range` is a line comment (`-- a` / `-- b`), the one holding `hit`,
@@ -974,6 +1091,7 @@ impl<'s> Positions<'s> {
             self.offset = hit;
             let bom = if self.line_start == 0 && self.src.starts_with(BOM) { BOM.len() } else { 0 };
             m.line = self.line;
+            m.end_line = self.line + memchr::memchr_iter(b'\n', &self.src[hit..m.comment.end]).count();
             m.column = hit - self.line_start - bom + 1;
         }
     }

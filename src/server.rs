@@ -101,6 +101,7 @@ pub fn channel_notification(ask: &Ask) -> Value {
     let mut meta = serde_json::Map::new();
     meta.insert("file".into(), json!(ask.file));
     meta.insert("line".into(), json!(ask.marker.line.to_string()));
+    meta.insert("end_line".into(), json!(ask.marker.end_line.to_string()));
     if let Some(id) = ask.id() {
         meta.insert("replyTo".into(), json!(id));
     } else {
@@ -177,7 +178,7 @@ impl FilewatchServer {
             for f in &report.files {
                 let file = relative(&shared.root, &f.path);
                 for m in &f.markers {
-                    let entry = json!({"file": file, "line": m.line, "text": m.text, "language": m.language});
+                    let entry = json!({"file": file, "line": m.line, "end_line": m.end_line, "text": m.text, "language": m.language});
                     match &m.tag {
                         Some(id) => {
                             let mut e = entry;

@@ -119,12 +119,18 @@ fn input_bytes(case: &Case) -> Vec<u8> {
     bytes
 }
 
+/// `LINE:COLUMN MODE [TAG] TEXT`; a multi-line ask as `LINE:COLUMN..END_LINE`, its line breaks
+/// shown as `⏎`.
 fn render(m: &Marker) -> String {
-    let mut s = format!("{}:{} {} ", m.line, m.column, m.decided_by.mode());
+    let mut s = format!("{}:{}", m.line, m.column);
+    if m.end_line != m.line {
+        write!(s, "..{}", m.end_line).unwrap();
+    }
+    write!(s, " {} ", m.decided_by.mode()).unwrap();
     if let Some(tag) = &m.tag {
         write!(s, "[{tag}] ").unwrap();
     }
-    s.push_str(&m.text);
+    s.push_str(&m.text.replace('\n', "⏎"));
     s
 }
 

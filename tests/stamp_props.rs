@@ -14,6 +14,11 @@ enum Line {
     Marker { indent: String, ask: String },
     /// A comment after some code.
     Trailing { code: String, ask: String },
+    /// A marker comment and line comments of the same style below it: one multi-line ask.
+    Paragraph { indent: String, ask: String, more: Vec<String> },
+    /// A block comment over several lines (`/* @claude …` ⏎ ` * …` ⏎ ` */`), where the
+    /// language has one.
+    Block { indent: String, ask: String, more: Vec<String> },
 }
 
 fn line() -> impl Strategy<Value = Line> {
@@ -23,12 +28,22 @@ fn line() -> impl Strategy<Value = Line> {
             .prop_map(Line::Noise),
         2 => ("[ \t]{0,6}", ask).prop_map(|(indent, ask)| Line::Marker { indent, ask }),
         1 => ("[a-z]{1,8} = [0-9]{1,3}", ask).prop_map(|(code, ask)| Line::Trailing { code, ask }),
+        1 => ("[ \t]{0,4}", ask, proptest::collection::vec("[a-z][a-z ,]{0,12}", 1..4))
+            .prop_map(|(indent, ask, more)| Line::Paragraph { indent, ask, more }),
+        1 => ("[ \t]{0,4}", ask, proptest::collection::vec("[a-z][a-z ,]{0,12}", 1..4))
+            .prop_map(|(indent, ask, more)| Line::Block { indent, ask, more }),
     ]
 }
 
 /// (language, comment token)
-const LANGUAGES: &[(&str, &str)] =
-    &[("python", "#"), ("rust", "//"), ("go", "//"), ("ruby", "#"), ("elixir", "#")];
+/// (language, line comment token, has `/* */` block comments)
+const LANGUAGES: &[(&str, &str, bool)] = &[
+    ("python", "#", false),
+    ("rust", "//", true),
+    ("go", "//", true),
+    ("ruby", "#", false),
+    ("elixir", "#", false),
+];
 
 fn file() -> impl Strategy<Value = (usize, Vec<u8>)> {
     (
@@ -44,6 +59,7 @@ fn file() -> impl Strategy<Value = (usize, Vec<u8>)> {
             if bom {
                 out.extend_from_slice(b"\xEF\xBB\xBF");
             }
+            let blocks = LANGUAGES[lang].2;
             for (i, l) in lines.iter().enumerate() {
                 match l {
                     Line::Noise(b) => out.extend_from_slice(b),
@@ -52,6 +68,22 @@ fn file() -> impl Strategy<Value = (usize, Vec<u8>)> {
                     }
                     Line::Trailing { code, ask } => {
                         out.extend_from_slice(format!("{code}  {token} @claude {ask}").as_bytes())
+                    }
+                    Line::Paragraph { indent, ask, more } => {
+                        out.extend_from_slice(format!("{indent}{token} @claude {ask}").as_bytes());
+                        for m in more {
+                            out.extend_from_slice(format!("{eol}{indent}{token} {m}").as_bytes());
+                        }
+                    }
+                    Line::Block { indent, ask, more } if blocks => {
+                        out.extend_from_slice(format!("{indent}/* @claude {ask}").as_bytes());
+                        for m in more {
+                            out.extend_from_slice(format!("{eol}{indent} * {m}").as_bytes());
+                        }
+                        out.extend_from_slice(format!("{eol}{indent} */").as_bytes());
+                    }
+                    Line::Block { indent, ask, .. } => {
+                        out.extend_from_slice(format!("{indent}{token} @claude {ask}").as_bytes())
                     }
                 }
                 if i + 1 < lines.len() || final_eol {
