@@ -154,8 +154,46 @@ impl<'t> Scanner<'t> {
         if hits.is_empty() {
             return Vec::new();
         }
-        let mut markers = match &lang.ts_language {
-            Some(ts) => match self.scan_syntax(lang, ts, src, &hits) {
+        // Decide on the bytes as they were before any stamp: a tag changes a comment's length,
+        // and tree-sitter's error recovery can depend on lengths, so without this a stamp could
+        // change what a file with syntax errors is found to hold.
+        let tags: Vec<usize> = hits
+            .iter()
+            .map(|&h| h + self.trigger.len())
+            .filter(|&at| parse_tag(&src[at..]).is_some())
+            .collect();
+        let mut markers = if tags.is_empty() {
+            self.scan_untagged(lang, src, &hits)
+        } else {
+            let mut untagged = Vec::with_capacity(src.len());
+            let mut cursor = 0;
+            for &at in &tags {
+                untagged.extend_from_slice(&src[cursor..at]);
+                cursor = at + TAG_LEN;
+            }
+            untagged.extend_from_slice(&src[cursor..]);
+            // Where each tag was, in the untagged bytes.
+            let removed: Vec<usize> =
+                tags.iter().enumerate().map(|(k, &at)| at - k * TAG_LEN).collect();
+            let back = |offset: usize| offset + removed.partition_point(|&r| r < offset) * TAG_LEN;
+            let hits: Vec<usize> = self.finder.find_iter(&untagged).collect();
+            let mut markers = self.scan_untagged(lang, &untagged, &hits);
+            for m in &mut markers {
+                m.comment = back(m.comment.start)..back(m.comment.end);
+                m.column = back(m.column); // the hit, until `Positions::fill`
+                m.insert_at = back(m.insert_at);
+                m.tag = parse_tag(&src[m.insert_at..]);
+            }
+            markers
+        };
+        Positions::new(src).fill(&mut markers);
+        markers
+    }
+
+    /// Markers of `src` with offsets still raw (`column` holds the hit).
+    fn scan_untagged(&self, lang: &Language, src: &[u8], hits: &[usize]) -> Vec<Marker> {
+        match &lang.ts_language {
+            Some(ts) => match self.scan_syntax(lang, ts, src, hits) {
                 Some(found) => found,
                 None => self.scan_fallback(lang, src, FallbackReason::ParseFailed),
             },
@@ -164,9 +202,7 @@ impl<'t> Scanner<'t> {
                     FallbackReason::for_language(lang).unwrap_or(FallbackReason::NoGrammar);
                 self.scan_fallback(lang, src, reason)
             }
-        };
-        Positions::new(src).fill(&mut markers);
-        markers
+        }
     }
 
     // ---- the syntax path ---------------------------------------------------------------
@@ -381,19 +417,27 @@ impl<'t> Scanner<'t> {
         };
         while next < src.len() {
             let line_end = memchr::memchr(b'\n', &src[next..]).map_or(src.len(), |i| next + i);
-            let content_end = if line_end > next && src[line_end - 1] == b'\r' { line_end - 1 } else { line_end };
+            let content_end =
+                if line_end > next && src[line_end - 1] == b'\r' { line_end - 1 } else { line_end };
             let line = &src[next..content_end];
             let indent = line.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
             let pos = next + indent;
             let Some(after_style) = src[pos..content_end].strip_prefix(style) else { break };
             let body = trim_start(after_style);
             let same_style = after_style.first().is_none_or(|&b| !doc_chars(b));
-            if indent != column || !same_style || body.is_empty() || body.starts_with(self.trigger.as_bytes()) {
+            if indent != column
+                || !same_style
+                || body.is_empty()
+                || body.starts_with(self.trigger.as_bytes())
+            {
                 break;
             }
             // It must really be a comment that starts there (not a string's text).
-            let comment = root.descendant_for_byte_range(pos, pos + 1).and_then(|n| enclosing_comment(row, n));
-            if !comment.is_some_and(|c| c.start_byte() <= pos && c.end_byte() >= pos + style.len()) {
+            let comment = root
+                .descendant_for_byte_range(pos, pos + 1)
+                .and_then(|n| enclosing_comment(row, n));
+            if !comment.is_some_and(|c| c.start_byte() <= pos && c.end_byte() >= pos + style.len())
+            {
                 break;
             }
             let text = after_style.strip_prefix(b" ").unwrap_or(after_style);
@@ -1091,7 +1135,8 @@ impl<'s> Positions<'s> {
             self.offset = hit;
             let bom = if self.line_start == 0 && self.src.starts_with(BOM) { BOM.len() } else { 0 };
             m.line = self.line;
-            m.end_line = self.line + memchr::memchr_iter(b'\n', &self.src[hit..m.comment.end]).count();
+            m.end_line =
+                self.line + memchr::memchr_iter(b'\n', &self.src[hit..m.comment.end]).count();
             m.column = hit - self.line_start - bom + 1;
         }
     }
@@ -1141,7 +1186,31 @@ mod tests {
         ] {
             assert!(scan("rust", src).is_empty(), "{src:?}");
         }
-        assert!(scan("rust", "/* @claude spans\n lines */\n").is_empty());
+        // A line comment continued by a backslash is not a block: no multi-line ask.
+        assert!(scan("c", "// @claude spans \\\n lines\n").is_empty());
+    }
+
+    #[test]
+    fn multi_line_asks() {
+        let para =
+            scan("python", "# @claude refactor this\n# and keep the exit\n#\n# not part\nx = 1\n");
+        assert_eq!(
+            para,
+            vec![(1, 3, "@claude refactor this\nand keep the exit".into(), None, "syntax")]
+        );
+        let block = scan(
+            "rust",
+            "/* @claude explain the lock;\r\n * is there a deadlock?\r\n */\r\nfn a() {}\r\n",
+        );
+        assert_eq!(block[0].2, "@claude explain the lock;\nis there a deadlock?");
+        // Different style, trailing comment, code: the paragraph stops.
+        let stops = scan("rust", "// @claude one\n/// doc\nlet x = 1; // two\n");
+        assert_eq!(stops[0].2, "@claude one");
+        let two = scan("go", "// @claude one\n// @claude two\n");
+        assert_eq!(
+            two.iter().map(|m| m.2.as_str()).collect::<Vec<_>>(),
+            ["@claude one", "@claude two"]
+        );
     }
 
     #[test]

@@ -92,7 +92,7 @@ fn ignore_rules_hard_excludes_and_explicit_files() {
 #[test]
 fn custom_trigger() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.rb", "# @ai tidy up\n# @claude not this one\n");
+    write(dir.path(), "a.rb", "# @ai tidy up\nx = 1\n# @claude not this one\n");
     let lines = json_lines(&run(&["scan", "--json", "--trigger", "@ai"], dir.path()));
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["text"], "@ai tidy up");
