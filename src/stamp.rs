@@ -222,6 +222,28 @@ mod tests {
             let got = resolve(src, &markers(lang, src), "fw-0000000a").unwrap();
             assert_eq!(got, *want, "{}", String::from_utf8_lossy(src));
         }
+        // Multi-line asks go whole: a paragraph, a block (its lines), nothing else.
+        let multi: &[(&str, &[u8], &[u8])] = &[
+            (
+                "python",
+                b"a = 1\n# @claude[fw-0000000a] x\n# more\n#\nb = 2\n",
+                b"a = 1\n#\nb = 2\n",
+            ),
+            (
+                "rust",
+                b"fn a() {}\r\n/* @claude[fw-0000000a] x\r\n * y\r\n */\r\nfn b() {}\r\n",
+                b"fn a() {}\r\nfn b() {}\r\n",
+            ),
+            (
+                "go",
+                b"x := 1 // @claude[fw-0000000a] x\n       // more\ny := 2\n",
+                b"x := 1\ny := 2\n",
+            ),
+        ];
+        for (lang, src, want) in multi {
+            let got = resolve(src, &markers(lang, src), "fw-0000000a").unwrap();
+            assert_eq!(got, *want, "{}", String::from_utf8_lossy(src));
+        }
         let err = resolve(b"# @claude x\n", &markers("python", b"# @claude x\n"), "fw-12345678")
             .unwrap_err();
         assert_eq!(err.to_string(), "no marker with id fw-12345678 in this file");

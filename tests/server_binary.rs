@@ -145,6 +145,17 @@ fn claude_code_startup_replayed_byte_for_byte() {
         format!("x = 1  # @claude[{id}] why one?\n")
     );
 
+    // A multi-line ask arrives whole, with its last line.
+    std::fs::write(
+        root.join("b.rs"),
+        "/* @claude explain this lock;\n * is there a deadlock? */\nfn f() {}\n",
+    )
+    .unwrap();
+    let multi: Value = serde_json::from_str(&s.line()).unwrap();
+    assert_eq!(multi["params"]["content"], "@claude explain this lock;\nis there a deadlock?");
+    let meta = &multi["params"]["meta"];
+    assert_eq!((meta["line"].as_str(), meta["end_line"].as_str()), (Some("1"), Some("2")));
+
     // Bad input never kills the session.
     s.send("not json at all");
     assert_eq!(s.json()["error"]["code"], -32700);
