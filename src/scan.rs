@@ -607,24 +607,21 @@ fn ts_range(src: &[u8], r: Range<usize>) -> tree_sitter::Range {
 
 /// The nearest node, from `node` up, whose kind is one of the language's comment kinds.
 fn enclosing_comment<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
-    let mut n = Some(node);
-    while let Some(cur) = n {
-        if lang.comment_kinds.iter().any(|k| k == cur.kind()) {
-            return Some(cur);
-        }
-        n = cur.parent();
-    }
-    None
+    ancestor_of_kind(node, &lang.comment_kinds)
 }
 
 /// The nearest node, from `node` up, whose kind the language reads with its tokens.
 fn lexed_ancestor<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
-    if lang.lexed_kinds.is_empty() {
+    ancestor_of_kind(node, &lang.lexed_kinds)
+}
+
+fn ancestor_of_kind<'a>(node: Node<'a>, kinds: &[String]) -> Option<Node<'a>> {
+    if kinds.is_empty() {
         return None;
     }
     let mut n = Some(node);
     while let Some(cur) = n {
-        if lang.lexed_kinds.iter().any(|k| k == cur.kind()) {
+        if kinds.iter().any(|k| k == cur.kind()) {
             return Some(cur);
         }
         n = cur.parent();
@@ -632,9 +629,10 @@ fn lexed_ancestor<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
     None
 }
 
-/// The comment's range if it lies on one line, or is a whole multi-line block comment: trailing `\r`/`\n` trimmed (Rust doc comments
-/// and many grammars include them), a Markdown `html_block` cut after its `-->`, and a run of
-/// line comments that the grammar merged into one node (Haskell) cut to the line of `hit`.
+/// The comment's range if it lies on one line, or is a whole multi-line block comment:
+/// trailing `\r`/`\n` trimmed (Rust doc comments and many grammars include them), a Markdown
+/// `html_block` cut to the comment around `hit`, and a run of line comments that the grammar
+/// merged into one node (Haskell) cut to the line of `hit`.
 fn comment_range(
     lang: &Language,
     src: &[u8],
