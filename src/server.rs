@@ -49,7 +49,7 @@ pub const INSTRUCTIONS: &str = "\
 filewatch watches the user's files. When the user saves a code comment that starts with \
 @claude, you receive it as a <channel source=\"filewatch\" file=\"…\" line=\"…\" replyTo=\"fw-…\"> \
 message: the content is an ask the user wrote in their code at that file and line (relative to \
-the project root). Treat it like a message from the user about that spot in the code: read the \
+the project root; an ask written over several comment lines runs to end_line). Treat it like a message from the user about that spot in the code: read the \
 file around that line first; if the ask is a question, answer it in this session; if it asks for \
 work, make the change in the code. When you are done, call the resolve_ask tool with the replyTo \
 id (or delete the whole marker comment yourself) so the file is clean; the marker was tagged \
