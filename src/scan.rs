@@ -407,7 +407,13 @@ impl<'t> Scanner<'t> {
         let prefix = &src[range.start..hit];
         let style_len = prefix.iter().position(|b| b.is_ascii_whitespace()).unwrap_or(prefix.len());
         let style = &prefix[..style_len];
-        let column = range.start - line_start(src, range.start);
+        // Columns as the eye sees them: a BOM in front of line 1 does not count.
+        let column_of = |at: usize| {
+            let start = line_start(src, at);
+            let bom = if start == 0 && src.starts_with(BOM) { BOM.len() } else { 0 };
+            at - start - bom
+        };
+        let column = column_of(range.start);
         let doc_chars = |b: u8| row.doc_markers.as_bytes().contains(&b) || style.last() == Some(&b);
         let mut end = range.end;
         let mut lines = Vec::new();
@@ -419,25 +425,24 @@ impl<'t> Scanner<'t> {
             let line_end = memchr::memchr(b'\n', &src[next..]).map_or(src.len(), |i| next + i);
             let content_end =
                 if line_end > next && src[line_end - 1] == b'\r' { line_end - 1 } else { line_end };
-            let line = &src[next..content_end];
-            let indent = line.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+            let indent =
+                src[next..content_end].iter().take_while(|&&b| b == b' ' || b == b'\t').count();
             let pos = next + indent;
-            let Some(after_style) = src[pos..content_end].strip_prefix(style) else { break };
-            let body = trim_start(after_style);
-            let same_style = after_style.first().is_none_or(|&b| !doc_chars(b));
-            if indent != column
-                || !same_style
-                || body.is_empty()
-                || body.starts_with(self.trigger.as_bytes())
-            {
+            if indent != column || !src[pos..content_end].starts_with(style) {
                 break;
             }
-            // It must really be a comment that starts there (not a string's text).
+            // It must really be a comment that starts there (not a string's text), and it ends
+            // where the comment node ends (`</script>` or PHP's `?>` may follow on the line).
             let comment = root
                 .descendant_for_byte_range(pos, pos + 1)
-                .and_then(|n| enclosing_comment(row, n));
-            if !comment.is_some_and(|c| c.start_byte() <= pos && c.end_byte() >= pos + style.len())
-            {
+                .and_then(|n| enclosing_comment(row, n))
+                .filter(|c| c.start_byte() <= pos && c.end_byte() >= pos + style.len());
+            let Some(comment) = comment else { break };
+            let content_end = content_end.min(comment.end_byte());
+            let after_style = &src[pos + style.len()..content_end];
+            let body = trim_start(after_style);
+            let same_style = after_style.first().is_none_or(|&b| !doc_chars(b));
+            if !same_style || body.is_empty() || body.starts_with(self.trigger.as_bytes()) {
                 break;
             }
             let text = after_style.strip_prefix(b" ").unwrap_or(after_style);
