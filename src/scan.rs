@@ -195,12 +195,12 @@ impl<'t> Scanner<'t> {
         match &lang.ts_language {
             Some(ts) => match self.scan_syntax(lang, ts, src, hits) {
                 Some(found) => found,
-                None => self.scan_fallback(lang, src, FallbackReason::ParseFailed),
+                None => self.scan_fallback(lang, src, FallbackReason::ParseFailed, false),
             },
             None => {
                 let reason =
                     FallbackReason::for_language(lang).unwrap_or(FallbackReason::NoGrammar);
-                self.scan_fallback(lang, src, reason)
+                self.scan_fallback(lang, src, reason, false)
             }
         }
     }
@@ -292,7 +292,7 @@ impl<'t> Scanner<'t> {
                 // Keep it only if the line-based reading agrees: an unterminated string may
                 // have turned the rest of the file into look-alike comments.
                 let confirmed = fallback.get_or_insert_with(|| {
-                    self.scan_fallback(row, src, FallbackReason::SyntaxError)
+                    self.scan_fallback(row, src, FallbackReason::SyntaxError, true)
                 });
                 if !confirmed.iter().any(|m| m.insert_at == body.insert_at) {
                     continue;
@@ -310,7 +310,16 @@ impl<'t> Scanner<'t> {
 
     /// Line-based reading with the table's tokens: a marker must be a comment that starts its
     /// line (after indentation), outside any string or block comment that spans lines.
-    fn scan_fallback(&self, lang: &Language, src: &[u8], reason: FallbackReason) -> Vec<Marker> {
+    /// With `blocks_over_lines`, a block comment that starts its line may run over several
+    /// (used to confirm multi-line asks next to a syntax error; the table's own languages keep
+    /// one-line asks).
+    fn scan_fallback(
+        &self,
+        lang: &Language,
+        src: &[u8],
+        reason: FallbackReason,
+        blocks_over_lines: bool,
+    ) -> Vec<Marker> {
         let lexer = FallbackLexer::new(lang);
         let mut markers = Vec::new();
         let mut state = LexState::Code;
@@ -330,7 +339,8 @@ impl<'t> Scanner<'t> {
                 while start < line_end && matches!(src[start], b' ' | b'\t') {
                     start += 1;
                 }
-                if let Some(range) = lexer.comment_at(src, start, line_end) {
+                let end = if blocks_over_lines { src.len() } else { line_end };
+                if let Some(range) = lexer.comment_at(src, start, line_end, end) {
                     if let Some(hit) = self.finder.find(&src[range.clone()]) {
                         let hit = range.start + hit;
                         if let Some(body) = self.read_comment(lang, src, range.clone(), hit) {
@@ -438,11 +448,26 @@ impl<'t> Scanner<'t> {
                 .and_then(|n| enclosing_comment(row, n))
                 .filter(|c| c.start_byte() <= pos && c.end_byte() >= pos + style.len());
             let Some(comment) = comment else { break };
+            // A block comment on the line (Lua's `--[[`) is another style, not a continuation.
+            let rest = &src[comment.start_byte()..];
+            if row.block_comments.iter().any(|d| rest.starts_with(d.open.as_bytes())) {
+                break;
+            }
             let content_end = content_end.min(comment.end_byte());
             let after_style = &src[pos + style.len()..content_end];
             let body = trim_start(after_style);
             let same_style = after_style.first().is_none_or(|&b| !doc_chars(b));
-            if !same_style || body.is_empty() || body.starts_with(self.trigger.as_bytes()) {
+            // Another marker, also behind doc characters (`-- | @claude`), starts its own ask.
+            let marker_body: &[u8] = {
+                let skip =
+                    body.iter().take_while(|&&b| b.is_ascii_whitespace() || doc_chars(b)).count();
+                &body[skip..]
+            };
+            if !same_style
+                || body.is_empty()
+                || body.starts_with(self.trigger.as_bytes())
+                || marker_body.starts_with(self.trigger.as_bytes())
+            {
                 break;
             }
             let text = after_style.strip_prefix(b" ").unwrap_or(after_style);
@@ -989,14 +1014,21 @@ impl<'l> FallbackLexer<'l> {
     }
 
     /// A comment that starts exactly at `start` and ends on this line: its range.
-    fn comment_at(&self, src: &[u8], start: usize, line_end: usize) -> Option<Range<usize>> {
+    /// `block_end` bounds where a block comment may close (the line end, or further).
+    fn comment_at(
+        &self,
+        src: &[u8],
+        start: usize,
+        line_end: usize,
+        block_end: usize,
+    ) -> Option<Range<usize>> {
         let t = self.token_at(&src[..line_end], start)?;
         let (open, close, kind) = self.tokens[t];
         match kind {
             TokenKind::Line => Some(start..line_end),
             TokenKind::Block => {
                 let body = start + open.len();
-                let i = memmem::find(&src[body..line_end], close.as_bytes())?;
+                let i = memmem::find(&src[body..block_end], close.as_bytes())?;
                 Some(start..body + i + close.len())
             }
             TokenKind::String | TokenKind::MultilineString => None,
@@ -1023,7 +1055,7 @@ impl<'l> FallbackLexer<'l> {
                             TokenKind::Line | TokenKind::Block => {
                                 let line_end = memchr::memchr2(b'\n', b'\r', &text[i..])
                                     .map_or(region.end, |j| i + j);
-                                let comment = self.comment_at(src, i, line_end)?;
+                                let comment = self.comment_at(src, i, line_end, line_end)?;
                                 if comment.contains(&hit) {
                                     return Some(comment);
                                 }
