@@ -112,8 +112,8 @@ fn bench_scan(c: &mut Criterion) {
 
 fn config() -> Criterion {
     Criterion::default()
-        .warm_up_time(std::time::Duration::from_millis(300))
-        .measurement_time(std::time::Duration::from_secs(1))
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2))
         .sample_size(20)
 }
 
