@@ -215,7 +215,18 @@ impl State {
         for (i, path) in event.paths.iter().enumerate() {
             if self.git_dir.as_ref().is_some_and(|g| path.starts_with(g)) {
                 if path.file_name().is_some_and(|n| n == "index.lock") {
-                    self.git_busy = path.exists();
+                    // By the event, not by looking: git is fast, and the lock may be gone by
+                    // the time we read the event. Events come in order, so every file event
+                    // between the lock's creation and its removal (renamed to `index`) is git's.
+                    let renamed_away =
+                        matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
+                            || (renamed_both && i == 0);
+                    self.git_busy = match event.kind {
+                        EventKind::Create(_) => true,
+                        EventKind::Remove(_) => false,
+                        _ if renamed_away => false,
+                        _ => self.git_busy,
+                    };
                 }
                 if path.ends_with("info/exclude") {
                     self.rules.reload_exclude();

@@ -396,10 +396,17 @@ fn markers_from_git_are_not_asks() {
     git(&["add", "."]);
     git(&["commit", "-qm", "two"]);
     git(&["checkout", "-q", "main"]);
+    // A marker put away with `git stash` before the watcher starts.
+    std::fs::write(root.join("app.py"), "x = 1\n# @claude stashed away\n").unwrap();
+    git(&["stash", "-q"]);
 
     let mut w = Watcher::start_in(&root);
     git(&["checkout", "-q", "feature"]);
     git(&["checkout", "-q", "main"]);
+    git(&["stash", "pop", "-q"]);
+    let asks = w.asks_until_barrier();
+    assert!(asks.is_empty(), "stash pop: {asks:?}");
+    git(&["checkout", "-q", "--", "app.py"]);
     git(&["merge", "-q", "feature"]);
     let asks = w.asks_until_barrier();
     assert!(asks.is_empty(), "{asks:?}");
