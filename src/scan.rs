@@ -876,13 +876,8 @@ fn attribute(element: Node, src: &[u8], name: &str) -> Option<String> {
         if !src[key.byte_range()].eq_ignore_ascii_case(name.as_bytes()) {
             continue;
         }
-        let value = parts.next().map_or(&b""[..], |v| {
-            let r = v.byte_range();
-            src[r]
-                .strip_prefix(b"\"")
-                .or_else(|| src[v.byte_range()].strip_prefix(b"'"))
-                .unwrap_or(&src[v.byte_range()])
-        });
+        // `type=module`, `type="module"` and `type='module'` alike; no value is "".
+        let value = parts.next().map_or(&b""[..], |v| &src[v.byte_range()]);
         let value = String::from_utf8_lossy(value);
         return Some(value.trim_matches(|c| c == '"' || c == '\'').trim().to_ascii_lowercase());
     }
