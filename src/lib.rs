@@ -1,12 +1,14 @@
 //! filewatch-mcp: hears `// @claude <ask>` comments the moment a file is saved.
 //!
 //! ```text
-//!  path ──► fsio::read_source ──(bytes)──► scan ──(markers)──► stamp ──(asks)──► announce
-//!           regular files only,            memmem prefilter,
-//!           size and binary checks         tree-sitter or fallback table
+//!  notify ──► watch ──(path)──► fsio::read_source ──► scan ──(markers)──► stamp ──► announce
+//!             ignore rules,      regular files only,   memmem prefilter,   tag splice,  MCP channel
+//!             debounce,          size and binary       tree-sitter or      checked      notification
+//!             git hold           checks                fallback table      atomic write (or terminal)
 //! ```
 //! [`languages`] loads the language table (`grammars.toml`), [`grammar`] maps its grammar names
-//! to compiled-in tree-sitter languages, [`walk`] lists the files of a tree the way `git` would.
+//! to compiled-in tree-sitter languages, [`walk`] lists a tree the way `git` would, [`pipeline`]
+//! strings the stages together, and [`server`] speaks MCP to Claude Code.
 #![deny(clippy::print_stdout)]
 
 pub mod fsio;

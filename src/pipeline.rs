@@ -1,5 +1,6 @@
-//! The one-shot pipelines behind `scan`, `stamp` and `resolve`: walk → safe read → language →
-//! scan (→ stamp or resolve → checked atomic replace).
+//! The pipelines: one-shot ones behind `scan`, `stamp` and `resolve` (walk → safe read →
+//! language → scan → stamp or resolve → checked atomic replace), and the live one behind `watch`
+//! and the server ([`LivePipeline`]: changed path → read → scan → stamp → ask).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
