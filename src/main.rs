@@ -223,7 +223,7 @@ fn watch(root: &Path, debounce: Duration, trigger: &str, json: bool) -> anyhow::
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        for ask in pipeline.process(&change.path, change.from_git) {
+        for ask in pipeline.process(&change.path, change.from_git.as_ref()) {
             if json {
                 let mut v = marker_json(&ask.file, &ask.marker);
                 v["tagged"] = serde_json::Value::Bool(ask.stamped);

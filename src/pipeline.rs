@@ -12,6 +12,7 @@ use crate::languages::{Language, LanguageTable};
 use crate::scan::{Marker, Scanner};
 use crate::stamp;
 use crate::walk;
+use crate::watch::GitWindow;
 
 /// How often a stamp or resolve is tried again when the user's write gets in between.
 pub const WRITE_ATTEMPTS: usize = 5;
@@ -248,8 +249,9 @@ impl<'t> LivePipeline<'t> {
         &self.scanner
     }
 
-    /// Handles one changed file; returns the asks to announce.
-    pub fn process(&mut self, path: &Path, from_git: bool) -> Vec<Ask> {
+    /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
+    /// its index lock while the file changed (see [`crate::watch::Change`]).
+    pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
         // Never act outside the root (symlinks are not followed, but be sure).
         if !path.starts_with(&self.root) {
             return Vec::new();
@@ -282,11 +284,17 @@ impl<'t> LivePipeline<'t> {
             self.last_seen.insert(path.to_path_buf(), hash);
             return Vec::new();
         }
-        // Markers that arrived through git are not the user's fresh asks.
-        let from_head = if from_git { None } else { head_lines(path) };
+        // Markers that arrived through git are not the user's fresh asks: their line is in the
+        // file at HEAD — or, when git was busy meanwhile, in the index or the stash it popped.
+        let mut revs = vec!["HEAD".to_string()];
+        if let Some(window) = from_git {
+            revs.push(String::new()); // the index
+            revs.extend(window.stash.clone());
+        }
+        let from_git_lines = git_lines(path, &revs);
         fresh.retain(|m| {
             let line = line_of(&source.bytes, m).to_vec();
-            let arrived = from_git || from_head.as_ref().is_some_and(|head| head.contains(&line));
+            let arrived = from_git_lines.contains(&line);
             if arrived {
                 tracing::info!("{}:{}: from git, not announced", path.display(), m.line);
                 self.quiet.insert((path.to_path_buf(), line));
@@ -360,27 +368,30 @@ fn line_of<'a>(src: &'a [u8], m: &Marker) -> &'a [u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-/// The lines of `path` as committed at `HEAD`, or `None` outside a repository or for a file
-/// git does not know. Asked only when a file holds untagged markers, so normal saves never
-/// run git.
-fn head_lines(path: &Path) -> Option<HashSet<Vec<u8>>> {
-    let dir = path.parent()?;
-    let name = path.file_name()?.to_str()?;
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["show", &format!("HEAD:./{name}")])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
+/// Every line of `path` in the given git revisions (`HEAD`, `""` for the index, a commit), empty
+/// outside a repository or for a file git does not know. Asked only when a file holds untagged
+/// markers, so ordinary saves never run git.
+fn git_lines(path: &Path, revs: &[String]) -> HashSet<Vec<u8>> {
+    let mut lines = HashSet::new();
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return lines;
+    };
+    for rev in revs {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["show", &format!("{rev}:./{name}")])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output();
+        let Ok(out) = out else { return lines }; // no git at all
+        if out.status.success() {
+            lines.extend(
+                out.stdout
+                    .split(|&b| b == b'\n')
+                    .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec()),
+            );
+        }
     }
-    Some(
-        out.stdout
-            .split(|&b| b == b'\n')
-            .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
-            .collect(),
-    )
+    lines
 }

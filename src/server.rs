@@ -473,7 +473,7 @@ pub async fn run(options: ServeOptions) -> anyhow::Result<()> {
             while !stop.load(Ordering::SeqCst) {
                 match changes.recv_timeout(Duration::from_millis(50)) {
                     Ok(change) => {
-                        for ask in live.process(&change.path, change.from_git) {
+                        for ask in live.process(&change.path, change.from_git.as_ref()) {
                             if ask_tx.blocking_send(ask).is_err() {
                                 return;
                             }

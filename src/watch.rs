@@ -22,9 +22,17 @@ const PROGRESS_EVERY: usize = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     pub path: PathBuf,
-    /// Some event for it came while a git operation held the index lock: what it wrote came
-    /// from git (checkout, pull, merge, rebase, stash), not from the user's hands.
-    pub from_git: bool,
+    /// Set when some event for it came while git held its index lock: git may have written it
+    /// (checkout, pull, merge, rebase, stash) — or an editor's `git status` merely held the
+    /// lock while the user saved. The pipeline tells the two apart by git's own content.
+    pub from_git: Option<GitWindow>,
+}
+
+/// What we knew when git took its index lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GitWindow {
+    /// The newest stash commit then: a `git stash pop` writes that commit's lines.
+    pub stash: Option<String>,
 }
 
 /// What the watcher could watch.
@@ -77,7 +85,7 @@ impl Watch {
             unwatched: 0,
             limit_logged: false,
             pending: HashMap::new(),
-            git_busy: false,
+            git_window: None,
             debounce,
             out: change_tx,
         };
@@ -138,9 +146,10 @@ struct State {
     watched: HashSet<PathBuf>,
     unwatched: usize,
     limit_logged: bool,
-    /// Files waiting for quiet: when they are due, and whether git wrote them.
-    pending: HashMap<PathBuf, (Instant, bool)>,
-    git_busy: bool,
+    /// Files waiting for quiet: when they are due, and whether git may have written them.
+    pending: HashMap<PathBuf, (Instant, Option<GitWindow>)>,
+    /// Set while git holds its index lock.
+    git_window: Option<GitWindow>,
     debounce: Duration,
     out: Sender<Change>,
 }
@@ -170,8 +179,10 @@ impl State {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.git_busy = self.git_busy && self.git_lock_exists();
-        if self.git_busy {
+        if self.git_window.is_some() && !self.git_lock_exists() {
+            self.git_window = None; // its removal event may still be queued
+        }
+        if self.git_window.is_some() {
             return Ok(());
         }
         let now = Instant::now();
@@ -197,10 +208,21 @@ impl State {
 
     fn schedule(&mut self, path: PathBuf) {
         let due = Instant::now() + self.debounce;
-        let git = self.git_busy;
-        let entry = self.pending.entry(path).or_insert((due, git));
+        let entry = self.pending.entry(path).or_insert((due, None));
         entry.0 = due;
-        entry.1 |= git;
+        if entry.1.is_none() {
+            entry.1 = self.git_window.clone();
+        }
+    }
+
+    /// The newest stash commit, read from the ref files (no git process per lock).
+    fn stash_ref(&self) -> Option<String> {
+        let git = self.git_dir.as_ref()?;
+        if let Ok(text) = std::fs::read_to_string(git.join("refs/stash")) {
+            return Some(text.trim().to_string()).filter(|s| !s.is_empty());
+        }
+        let packed = std::fs::read_to_string(git.join("packed-refs")).ok()?;
+        packed.lines().find_map(|l| l.strip_suffix(" refs/stash").map(str::to_string))
     }
 
     fn on_event(&mut self, event: notify::Event) {
@@ -214,6 +236,11 @@ impl State {
             matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both)));
         for (i, path) in event.paths.iter().enumerate() {
             if self.git_dir.as_ref().is_some_and(|g| path.starts_with(g)) {
+                // Reads are not changes: reloading `info/exclude` reads it, and that must not
+                // bring another reload.
+                if matches!(event.kind, EventKind::Access(_)) {
+                    continue;
+                }
                 if path.file_name().is_some_and(|n| n == "index.lock") {
                     // By the event, not by looking: git is fast, and the lock may be gone by
                     // the time we read the event. Events come in order, so every file event
@@ -221,14 +248,17 @@ impl State {
                     let renamed_away =
                         matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
                             || (renamed_both && i == 0);
-                    self.git_busy = match event.kind {
-                        EventKind::Create(_) => true,
-                        EventKind::Remove(_) => false,
-                        _ if renamed_away => false,
-                        _ => self.git_busy,
-                    };
+                    match event.kind {
+                        EventKind::Create(_) => {
+                            self.git_window = Some(GitWindow { stash: self.stash_ref() })
+                        }
+                        EventKind::Remove(_) => self.git_window = None,
+                        _ if renamed_away => self.git_window = None,
+                        _ => {}
+                    }
                 }
                 if path.ends_with("info/exclude") {
+                    tracing::info!("{} changed; ignore rules reloaded", path.display());
                     self.rules.reload_exclude();
                     self.rewalk(&self.root.clone());
                 }

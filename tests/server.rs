@@ -41,7 +41,7 @@ fn asks_for(root: &Path, rel: &str, text: &str) -> Vec<Ask> {
     std::fs::write(root.join(rel), text).unwrap();
     let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
     let mut live = LivePipeline::new(root.to_path_buf(), scanner);
-    live.process(&root.join(rel), false)
+    live.process(&root.join(rel), None)
 }
 
 fn tool_text(result: &CallToolResult) -> String {

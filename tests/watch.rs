@@ -19,6 +19,8 @@ const DEADLINE: Duration = Duration::from_secs(20);
 struct Watcher {
     child: Child,
     asks: Receiver<Value>,
+    /// Everything it wrote to stderr so far.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     root: PathBuf,
     sentinels: usize,
     _dir: Option<tempfile::TempDir>,
@@ -56,11 +58,14 @@ impl Watcher {
         // Ready once it says how many directories it watches.
         let stderr = child.stderr.take().unwrap();
         let (ready_tx, ready_rx) = mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log_writer = log.clone();
         std::thread::spawn(move || {
             let mut ready = Some(ready_tx);
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 eprintln!("[watch] {line}");
+                log_writer.lock().unwrap().push(line.clone());
                 if line.starts_with("filewatch-mcp: watching") {
                     if let Some(tx) = ready.take() {
                         let _ = tx.send(());
@@ -69,7 +74,7 @@ impl Watcher {
             }
         });
         ready_rx.recv_timeout(DEADLINE).expect("watcher ready");
-        Watcher { child, asks, root: root.to_path_buf(), sentinels: 0, _dir: None }
+        Watcher { child, asks, log, root: root.to_path_buf(), sentinels: 0, _dir: None }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -411,6 +416,25 @@ fn markers_from_git_are_not_asks() {
     let asks = w.asks_until_barrier();
     assert!(asks.is_empty(), "{asks:?}");
     assert_eq!(read(&root.join("app.py")), "x = 1\n# @claude committed on a branch\n");
+
+    // An editor's background `git status` holds the index lock while the user saves: the
+    // save is held until the lock goes, and is still the user's ask.
+    std::fs::write(root.join(".git/index.lock"), "").unwrap();
+    std::fs::write(
+        root.join("other.py"),
+        "# @claude another committed ask\n# @claude saved during a lock\n",
+    )
+    .unwrap();
+    std::fs::remove_file(root.join(".git/index.lock")).unwrap();
+    let a = w.ask();
+    assert_eq!(a["text"], "@claude saved during a lock");
+    assert!(w.asks_until_barrier().is_empty());
+
+    // Git read `.git/info/exclude` many times above; nothing changed it, so the rules were never
+    // reloaded (a reload reads the file: reacting to reads would loop forever).
+    let reloads =
+        w.log.lock().unwrap().iter().filter(|l| l.contains("ignore rules reloaded")).count();
+    assert_eq!(reloads, 0);
 
     // The user's own ask in the same file still fires.
     std::fs::write(root.join("app.py"), "x = 1\n# @claude committed on a branch\n# @claude mine\n")
