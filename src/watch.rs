@@ -18,6 +18,9 @@ use crate::walk::{self, IgnoreRules};
 /// Start-up progress is logged every this many directories.
 const PROGRESS_EVERY: usize = 10_000;
 
+/// An index lock older than this is stale (a crashed git leaves one behind): stop holding.
+const STALE_GIT_LOCK: Duration = Duration::from_secs(10);
+
 /// A file that changed and has been quiet for the debounce time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
@@ -86,6 +89,8 @@ impl Watch {
             limit_logged: false,
             pending: HashMap::new(),
             git_window: None,
+            git_since: Instant::now(),
+            stale_lock_logged: false,
             debounce,
             out: change_tx,
         };
@@ -148,8 +153,10 @@ struct State {
     limit_logged: bool,
     /// Files waiting for quiet: when they are due, and whether git may have written them.
     pending: HashMap<PathBuf, (Instant, Option<GitWindow>)>,
-    /// Set while git holds its index lock.
+    /// Set while git holds its index lock, with when we saw it taken.
     git_window: Option<GitWindow>,
+    git_since: Instant,
+    stale_lock_logged: bool,
     debounce: Duration,
     out: Sender<Change>,
 }
@@ -161,7 +168,12 @@ impl State {
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             let next_due = self.pending.values().map(|(due, _)| *due).min();
-            let wait = next_due.map_or(TICK, |due| due.saturating_duration_since(now).min(TICK));
+            let wait = match next_due {
+                // While git holds its lock nothing is sent: wake on the tick, do not spin.
+                Some(_) if self.git_window.is_some() => TICK,
+                Some(due) => due.saturating_duration_since(now).min(TICK),
+                None => TICK,
+            };
             match events.recv_timeout(wait) {
                 Ok(Ok(event)) => self.on_event(event),
                 Ok(Err(err)) => self.on_error(err),
@@ -183,7 +195,18 @@ impl State {
             self.git_window = None; // its removal event may still be queued
         }
         if self.git_window.is_some() {
-            return Ok(());
+            if self.git_since.elapsed() < STALE_GIT_LOCK {
+                return Ok(());
+            }
+            if !self.stale_lock_logged {
+                self.stale_lock_logged = true;
+                tracing::warn!(
+                    "{}/index.lock has been there for {} s; a crashed git left it? Not holding \
+                     saves for it any more (remove it if no git command is running)",
+                    self.git_dir.as_ref().map_or(String::new(), |g| g.display().to_string()),
+                    STALE_GIT_LOCK.as_secs()
+                );
+            }
         }
         let now = Instant::now();
         let mut due: Vec<(Instant, PathBuf)> = self
@@ -250,7 +273,9 @@ impl State {
                             || (renamed_both && i == 0);
                     match event.kind {
                         EventKind::Create(_) => {
-                            self.git_window = Some(GitWindow { stash: self.stash_ref() })
+                            self.git_window = Some(GitWindow { stash: self.stash_ref() });
+                            self.git_since = Instant::now();
+                            self.stale_lock_logged = false;
                         }
                         EventKind::Remove(_) => self.git_window = None,
                         _ if renamed_away => self.git_window = None,
