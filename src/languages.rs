@@ -175,17 +175,6 @@ pub struct Language {
     pub embedded: bool,
 }
 
-impl Language {
-    /// Why this language is scanned with the fallback table, or `None` if its grammar is used.
-    pub fn fallback_reason(&self) -> Option<String> {
-        match (&self.grammar, &self.ts_language) {
-            (_, Some(_)) => None,
-            (None, None) => Some("no grammar in the table".to_string()),
-            (Some(g), None) => Some(format!("grammar `{g}` not compiled in")),
-        }
-    }
-}
-
 /// The checked table with its lookup maps.
 #[derive(Debug)]
 pub struct LanguageTable {

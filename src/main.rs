@@ -200,8 +200,7 @@ fn watch(root: &Path, debounce: Duration, trigger: &str, json: bool) -> anyhow::
     let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
     install_signal_handlers();
     let (watch, changes) = Watch::start(root, debounce)?;
-    let canonical =
-        root.canonicalize().with_context(|| format!("cannot watch {}", root.display()))?;
+    let canonical = watch.root.clone();
     let mut pipeline = LivePipeline::new(canonical.clone(), scanner);
     let stats = &watch.stats;
     eprintln!(
@@ -309,20 +308,12 @@ fn resolve(id: &str, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCod
     };
     let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
     check_paths(paths)?;
+    let resolved = pipeline::resolve_in_tree(&scanner, paths, &id, threads())?;
     let mut out = io::stdout().lock();
-    let mut resolved = 0;
-    for path in pipeline::candidate_files(scanner.table(), paths, threads()) {
-        match pipeline::resolve_file(&scanner, &path, &id, pipeline::WRITE_ATTEMPTS) {
-            Ok(true) => {
-                resolved += 1;
-                writeln!(out, "{}: removed {id}", path.display())?;
-            }
-            Ok(false) => {}
-            Err(pipeline::EditError::Read(e)) if e.is_skip() => {}
-            Err(e) => anyhow::bail!("{e}"),
-        }
+    for path in &resolved {
+        writeln!(out, "{}: removed {id}", path.display())?;
     }
-    if resolved == 0 {
+    if resolved.is_empty() {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         anyhow::bail!("no marker with id {id} in {}", shown.join(" "));
     }

@@ -188,6 +188,26 @@ pub fn resolve_file(
     Err(EditError::Busy { path: path.to_path_buf(), attempts })
 }
 
+/// Removes the marker(s) tagged `id` from every file under `paths` that holds it; returns those
+/// files (none: the id is unknown). Files that cannot be read are skipped; a failed write stops.
+pub fn resolve_in_tree(
+    scanner: &Scanner,
+    paths: &[PathBuf],
+    id: &str,
+    threads: usize,
+) -> Result<Vec<PathBuf>, EditError> {
+    let mut resolved = Vec::new();
+    for path in candidate_files(scanner.table(), paths, threads) {
+        match resolve_file(scanner, &path, id, WRITE_ATTEMPTS) {
+            Ok(true) => resolved.push(path),
+            Ok(false) => {}
+            Err(EditError::Read(e)) if e.is_skip() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(resolved)
+}
+
 /// `fw-xxxxxxxx` from an id as a user may type it (`[fw-…]` brackets allowed).
 pub fn parse_id(text: &str) -> Option<String> {
     let id = text.trim().trim_start_matches('[').trim_end_matches(']');
@@ -239,14 +259,6 @@ impl<'t> LivePipeline<'t> {
     /// `root` must be canonical (as [`crate::watch::Watch`] reports paths).
     pub fn new(root: PathBuf, scanner: Scanner<'t>) -> Self {
         LivePipeline { root, scanner, last_seen: HashMap::new(), quiet: HashSet::new() }
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    pub fn scanner(&self) -> &Scanner<'t> {
-        &self.scanner
     }
 
     /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
@@ -307,7 +319,7 @@ impl<'t> LivePipeline<'t> {
         }
         let stamps = stamp::plan(&source.bytes, &fresh, stamp::uuid_random);
         let stamped = stamp::splice(&source.bytes, &stamps);
-        let file = self.relative(path);
+        let file = relative(&self.root, path);
         match fsio::replace_checked(path, &source.bytes, &stamped) {
             Ok(()) => {
                 self.last_seen.insert(path.to_path_buf(), content_hash(&stamped));
@@ -345,12 +357,12 @@ impl<'t> LivePipeline<'t> {
             }
         }
     }
+}
 
-    /// `path` relative to the root, `/`-separated.
-    pub fn relative(&self, path: &Path) -> String {
-        let rel = path.strip_prefix(&self.root).unwrap_or(path);
-        rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
-    }
+/// `path` relative to `root`, `/`-separated (as asks name their file).
+pub fn relative(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
 }
 
 fn content_hash(bytes: &[u8]) -> u64 {

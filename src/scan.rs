@@ -149,11 +149,6 @@ impl<'t> Scanner<'t> {
         self.table
     }
 
-    /// True if the trigger's bytes occur anywhere in `src`: the one pass most saves cost.
-    pub fn has_trigger(&self, src: &[u8]) -> bool {
-        self.finder.find(src).is_some()
-    }
-
     /// Every marker in `src`, a file in language `lang`, in file order.
     pub fn scan(&self, lang: &Language, src: &[u8]) -> Vec<Marker> {
         let hits: Vec<usize> = self.finder.find_iter(src).collect();

@@ -30,7 +30,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, Mutex};
 
 use crate::languages::LanguageTable;
-use crate::pipeline::{self, Ask, LivePipeline};
+use crate::pipeline::{self, relative, Ask, LivePipeline};
 use crate::scan::Scanner;
 use crate::watch::Watch;
 
@@ -213,15 +213,11 @@ impl FilewatchServer {
         let outcome = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
             let scanner = shared.scanner().map_err(|e| e.message.to_string())?;
             let root = [shared.root.clone()];
-            let mut done = Vec::new();
-            for path in pipeline::candidate_files(scanner.table(), &root, 2) {
-                match pipeline::resolve_file(&scanner, &path, &id, pipeline::WRITE_ATTEMPTS) {
-                    Ok(true) => done.push(relative(&shared.root, &path)),
-                    Ok(false) => {}
-                    Err(pipeline::EditError::Read(e)) if e.is_skip() => {}
-                    Err(e) => return Err(format!("{id}: {e}")),
-                }
-            }
+            let done: Vec<String> = pipeline::resolve_in_tree(&scanner, &root, &id, 2)
+                .map_err(|e| format!("{id}: {e}"))?
+                .iter()
+                .map(|p| relative(&shared.root, p))
+                .collect();
             if done.is_empty() {
                 return Err(format!("no marker with id {id} in the project (already resolved?)"));
             }
@@ -277,11 +273,6 @@ fn inside_root(root: &Path, p: &str) -> Option<PathBuf> {
     let joined = root.join(p);
     let canonical = joined.canonicalize().ok()?;
     canonical.starts_with(root).then_some(canonical)
-}
-
-fn relative(root: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
 }
 
 /// Reads one line of at most `max` bytes (without the `\n`); `Ok(None)` at EOF,
@@ -461,8 +452,8 @@ where
 pub async fn run(options: ServeOptions) -> anyhow::Result<()> {
     let table = LanguageTable::builtin();
     let scanner = Scanner::new(table, &options.trigger)?;
-    let root = options.root.canonicalize()?;
-    let (watch, changes) = Watch::start(&root, options.debounce)?;
+    let (watch, changes) = Watch::start(&options.root, options.debounce)?;
+    let root = watch.root.clone();
     tracing::info!("filewatch-mcp {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     let (ask_tx, ask_rx) = mpsc::channel(1024);
     let stop = Arc::new(AtomicBool::new(false));

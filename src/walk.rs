@@ -207,19 +207,6 @@ pub fn git_dir(dir: &Path) -> Option<PathBuf> {
     None
 }
 
-/// Every directory under `dir` (itself included) that the ignore rules let through.
-pub fn dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in builder(dir).build() {
-        match entry {
-            Ok(e) if e.file_type().is_some_and(|t| t.is_dir()) => out.push(e.into_path()),
-            Ok(_) => {}
-            Err(err) => tracing::warn!("walking: {err}"),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,6 +63,8 @@ pub enum WatchError {
 pub struct Watch {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// The watched root, canonical: every [`Change`] path is under it.
+    pub root: PathBuf,
     pub stats: WatchStats,
 }
 
@@ -79,6 +81,7 @@ impl Watch {
         })
         .map_err(WatchError::Create)?;
         let (change_tx, change_rx) = mpsc::channel();
+        let canonical_root = root.clone();
         let mut state = State {
             git_dir: walk::git_dir(&root),
             rules: IgnoreRules::new(&root),
@@ -121,7 +124,7 @@ impl Watch {
                 .spawn(move || state.run(event_rx, &stop))
                 .expect("spawn the watch thread")
         };
-        Ok((Watch { stop, thread: Some(thread), stats }, change_rx))
+        Ok((Watch { stop, thread: Some(thread), root: canonical_root, stats }, change_rx))
     }
 
     /// Ends the watch thread and waits for it.
