@@ -77,6 +77,43 @@ impl<'l> FallbackLexer<'l> {
         }
     }
 
+    /// One step from `i` in `state`, reading no further than `text.len()`: the next position
+    /// and state, or the comment token (line or block) that starts at `i` in code.
+    fn step(&self, text: &[u8], i: usize, state: LexState) -> Step {
+        match state {
+            LexState::Code => match self.token_at(text, i) {
+                None => Step::Next(i + 1, LexState::Code),
+                Some(t) => {
+                    let (open, _, kind) = self.tokens[t];
+                    match kind {
+                        TokenKind::Line | TokenKind::Block => Step::Comment(t),
+                        TokenKind::String => Step::Next(i + open.len(), LexState::String(t, false)),
+                        TokenKind::MultilineString => {
+                            Step::Next(i + open.len(), LexState::String(t, true))
+                        }
+                    }
+                }
+            },
+            LexState::Block(t) => {
+                let close = self.tokens[t].1.as_bytes();
+                match memmem::find(&text[i..], close) {
+                    Some(j) => Step::Next(i + j + close.len(), LexState::Code),
+                    None => Step::Next(text.len(), state),
+                }
+            }
+            LexState::String(t, _) => {
+                let close = self.tokens[t].1.as_bytes();
+                if text[i] == b'\\' {
+                    Step::Next(i + 2, state)
+                } else if text[i..].starts_with(close) {
+                    Step::Next(i + close.len(), LexState::Code)
+                } else {
+                    Step::Next(i + 1, state)
+                }
+            }
+        }
+    }
+
     /// The one-line comment in `region` (read with the tokens from its start) that holds `hit`.
     pub(super) fn comment_containing(
         &self,
@@ -85,45 +122,18 @@ impl<'l> FallbackLexer<'l> {
         hit: usize,
     ) -> Option<Range<usize>> {
         let text = &src[..region.end];
-        let mut state = LexState::Code;
-        let mut i = region.start;
+        let (mut i, mut state) = (region.start, LexState::Code);
         while i <= hit && i < region.end {
-            match state {
-                LexState::Code => match self.token_at(text, i) {
-                    None => i += 1,
-                    Some(t) => {
-                        let (open, _, kind) = self.tokens[t];
-                        match kind {
-                            TokenKind::Line | TokenKind::Block => {
-                                let line_end = memchr::memchr2(b'\n', b'\r', &text[i..])
-                                    .map_or(region.end, |j| i + j);
-                                let comment = self.comment_at(src, i, line_end, line_end)?;
-                                if comment.contains(&hit) {
-                                    return Some(comment);
-                                }
-                                i = comment.end;
-                            }
-                            TokenKind::String => {
-                                state = LexState::String(t, false);
-                                i += open.len();
-                            }
-                            TokenKind::MultilineString => {
-                                state = LexState::String(t, true);
-                                i += open.len();
-                            }
-                        }
+            match self.step(text, i, state) {
+                Step::Next(j, s) => (i, state) = (j, s),
+                Step::Comment(_) => {
+                    let line_end =
+                        memchr::memchr2(b'\n', b'\r', &text[i..]).map_or(region.end, |j| i + j);
+                    let comment = self.comment_at(src, i, line_end, line_end)?;
+                    if comment.contains(&hit) {
+                        return Some(comment);
                     }
-                },
-                LexState::String(t, _) | LexState::Block(t) => {
-                    let close = self.tokens[t].1.as_bytes();
-                    if text[i] == b'\\' {
-                        i += 2;
-                    } else if text[i..].starts_with(close) {
-                        i += close.len();
-                        state = LexState::Code;
-                    } else {
-                        i += 1;
-                    }
+                    i = comment.end;
                 }
             }
         }
@@ -141,46 +151,27 @@ impl<'l> FallbackLexer<'l> {
         let line = &src[..line_end];
         let mut i = line_start;
         while i < line_end {
-            match state {
-                LexState::Code => match self.token_at(line, i) {
-                    None => i += 1,
-                    Some(t) => {
-                        let (open, _, kind) = self.tokens[t];
-                        i += open.len();
-                        state = match kind {
-                            TokenKind::Line => return LexState::Code,
-                            TokenKind::Block => LexState::Block(t),
-                            TokenKind::String => LexState::String(t, false),
-                            TokenKind::MultilineString => LexState::String(t, true),
-                        };
+            match self.step(line, i, state) {
+                Step::Next(j, s) => (i, state) = (j, s),
+                Step::Comment(t) => {
+                    let (open, _, kind) = self.tokens[t];
+                    if kind == TokenKind::Line {
+                        return LexState::Code; // the rest of the line is comment
                     }
-                },
-                LexState::Block(t) => {
-                    let close = self.tokens[t].1.as_bytes();
-                    match memmem::find(&line[i..], close) {
-                        Some(j) => {
-                            i += j + close.len();
-                            state = LexState::Code;
-                        }
-                        None => i = line_end,
-                    }
-                }
-                LexState::String(t, _) => {
-                    let close = self.tokens[t].1.as_bytes();
-                    if line[i] == b'\\' {
-                        i += 2;
-                    } else if line[i..].starts_with(close) {
-                        i += close.len();
-                        state = LexState::Code;
-                    } else {
-                        i += 1;
-                    }
+                    (i, state) = (i + open.len(), LexState::Block(t));
                 }
             }
         }
         match state {
-            LexState::String(_, false) => LexState::Code,
+            LexState::String(_, false) => LexState::Code, // single-line strings end here
             other => other,
         }
     }
+}
+
+/// What one lexer step found.
+enum Step {
+    Next(usize, LexState),
+    /// A comment token (index into the tokens) starts here.
+    Comment(usize),
 }
