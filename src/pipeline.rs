@@ -253,12 +253,19 @@ pub struct LivePipeline<'t> {
     /// Untagged markers we decided not to announce again this run, by file and line text:
     /// those that came from git, and those announced unstamped because the file is read-only.
     quiet: HashSet<(PathBuf, Vec<u8>)>,
+    /// Files read and scanned (not skipped as unchanged): for logs and tests.
+    scanned: usize,
 }
 
 impl<'t> LivePipeline<'t> {
     /// `root` must be canonical (as [`crate::watch::Watch`] reports paths).
     pub fn new(root: PathBuf, scanner: Scanner<'t>) -> Self {
-        LivePipeline { root, scanner, last_seen: HashMap::new(), quiet: HashSet::new() }
+        LivePipeline { root, scanner, last_seen: HashMap::new(), quiet: HashSet::new(), scanned: 0 }
+    }
+
+    /// How many changes were scanned; a change to bytes we left as they are is not.
+    pub fn scanned(&self) -> usize {
+        self.scanned
     }
 
     /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
@@ -287,6 +294,7 @@ impl<'t> LivePipeline<'t> {
         let Some(lang) = detect_language(self.scanner.table(), path, &source.bytes) else {
             return Vec::new();
         };
+        self.scanned += 1;
         let markers = self.scanner.scan(lang, &source.bytes);
         let mut fresh: Vec<Marker> = markers.into_iter().filter(|m| !m.is_tagged()).collect();
         fresh.retain(|m| {
@@ -372,10 +380,12 @@ fn content_hash(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-/// The whole line holding the marker, without its line ending.
+/// The whole line holding the marker's trigger, without its line ending: what git's versions
+/// of the file are searched for (a multi-line ask is known by its first line).
 fn line_of<'a>(src: &'a [u8], m: &Marker) -> &'a [u8] {
-    let start = src[..m.comment.start].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let end = memchr::memchr(b'\n', &src[m.comment.end..]).map_or(src.len(), |i| m.comment.end + i);
+    let at = m.insert_at;
+    let start = src[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let end = memchr::memchr(b'\n', &src[at..]).map_or(src.len(), |i| at + i);
     let line = &src[start..end];
     line.strip_suffix(b"\r").unwrap_or(line)
 }
@@ -406,4 +416,63 @@ fn git_lines(path: &Path, revs: &[String]) -> HashSet<Vec<u8>> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::DEFAULT_TRIGGER;
+
+    fn live(root: &Path) -> LivePipeline<'static> {
+        let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
+        LivePipeline::new(root.canonicalize().unwrap(), scanner)
+    }
+
+    /// Our own stamp's write comes back as a change: it costs a read and a hash, not a scan.
+    #[test]
+    fn own_writes_are_not_scanned_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.py");
+        std::fs::write(&p, "# @claude one\n").unwrap();
+        assert_eq!(live.process(&p, None).len(), 1);
+        assert_eq!(live.scanned(), 1);
+        assert!(live.process(&p, None).is_empty());
+        assert_eq!(live.scanned(), 1, "the stamped bytes were scanned again");
+        std::fs::write(&p, format!("{}# @claude two\n", std::fs::read_to_string(&p).unwrap()))
+            .unwrap();
+        assert_eq!(live.process(&p, None).len(), 1);
+        assert_eq!(live.scanned(), 2);
+    }
+
+    /// A multi-line ask committed in HEAD is git's, known by its first line.
+    #[test]
+    fn multi_line_asks_from_head_are_not_announced() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let root = live.root.clone();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&root)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        let p = root.join("a.rs");
+        std::fs::write(&p, "/* @claude committed\n   over two lines */\nfn a() {}\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-qm", "x"]);
+        std::fs::write(
+            &p,
+            "/* @claude committed\n   over two lines */\nfn a() {}\n// @claude new\n",
+        )
+        .unwrap();
+        let asks = live.process(&p, None);
+        let texts: Vec<&str> = asks.iter().map(|a| a.marker.text.as_str()).collect();
+        assert_eq!(texts, ["@claude new"]);
+    }
 }

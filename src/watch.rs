@@ -91,9 +91,7 @@ impl Watch {
             unwatched: 0,
             limit_logged: false,
             pending: HashMap::new(),
-            git_window: None,
-            git_since: Instant::now(),
-            stale_lock_logged: false,
+            git_lock: None,
             debounce,
             out: change_tx,
         };
@@ -146,6 +144,13 @@ impl Drop for Watch {
     }
 }
 
+/// Git's index lock as we saw it taken.
+struct GitLock {
+    window: GitWindow,
+    since: Instant,
+    stale_warned: bool,
+}
+
 struct State {
     root: PathBuf,
     git_dir: Option<PathBuf>,
@@ -156,10 +161,8 @@ struct State {
     limit_logged: bool,
     /// Files waiting for quiet: when they are due, and whether git may have written them.
     pending: HashMap<PathBuf, (Instant, Option<GitWindow>)>,
-    /// Set while git holds its index lock, with when we saw it taken.
-    git_window: Option<GitWindow>,
-    git_since: Instant,
-    stale_lock_logged: bool,
+    /// Set while git holds its index lock.
+    git_lock: Option<GitLock>,
     debounce: Duration,
     out: Sender<Change>,
 }
@@ -173,7 +176,7 @@ impl State {
             let next_due = self.pending.values().map(|(due, _)| *due).min();
             let wait = match next_due {
                 // While git holds its lock nothing is sent: wake on the tick, do not spin.
-                Some(_) if self.git_window.is_some() => TICK,
+                Some(_) if self.git_lock.is_some() => TICK,
                 Some(due) => due.saturating_duration_since(now).min(TICK),
                 None => TICK,
             };
@@ -194,15 +197,15 @@ impl State {
         if self.pending.is_empty() {
             return Ok(());
         }
-        if self.git_window.is_some() && !self.git_lock_exists() {
-            self.git_window = None; // its removal event may still be queued
+        if self.git_lock.is_some() && !self.git_lock_exists() {
+            self.git_lock = None; // its removal event may still be queued
         }
-        if self.git_window.is_some() {
-            if self.git_since.elapsed() < STALE_GIT_LOCK {
+        if let Some(lock) = &mut self.git_lock {
+            if lock.since.elapsed() < STALE_GIT_LOCK {
                 return Ok(());
             }
-            if !self.stale_lock_logged {
-                self.stale_lock_logged = true;
+            if !lock.stale_warned {
+                lock.stale_warned = true;
                 tracing::warn!(
                     "{}/index.lock has been there for {} s; a crashed git left it? Not holding \
                      saves for it any more (remove it if no git command is running)",
@@ -237,7 +240,7 @@ impl State {
         let entry = self.pending.entry(path).or_insert((due, None));
         entry.0 = due;
         if entry.1.is_none() {
-            entry.1 = self.git_window.clone();
+            entry.1 = self.git_lock.as_ref().map(|l| l.window.clone());
         }
     }
 
@@ -261,6 +264,10 @@ impl State {
         let renamed_both =
             matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both)));
         for (i, path) in event.paths.iter().enumerate() {
+            // Deleted, or renamed away (a two-path rename names the old path first).
+            let moved_away = matches!(event.kind, EventKind::Remove(_))
+                || matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
+                || (renamed_both && i == 0);
             if self.git_dir.as_ref().is_some_and(|g| path.starts_with(g)) {
                 // Reads are not changes: reloading `info/exclude` reads it, and that must not
                 // bring another reload.
@@ -271,18 +278,12 @@ impl State {
                     // By the event, not by looking: git is fast, and the lock may be gone by
                     // the time we read the event. Events come in order, so every file event
                     // between the lock's creation and its removal (renamed to `index`) is git's.
-                    let renamed_away =
-                        matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
-                            || (renamed_both && i == 0);
-                    match event.kind {
-                        EventKind::Create(_) => {
-                            self.git_window = Some(GitWindow { stash: self.stash_ref() });
-                            self.git_since = Instant::now();
-                            self.stale_lock_logged = false;
-                        }
-                        EventKind::Remove(_) => self.git_window = None,
-                        _ if renamed_away => self.git_window = None,
-                        _ => {}
+                    if matches!(event.kind, EventKind::Create(_)) {
+                        let window = GitWindow { stash: self.stash_ref() };
+                        self.git_lock =
+                            Some(GitLock { window, since: Instant::now(), stale_warned: false });
+                    } else if moved_away {
+                        self.git_lock = None;
                     }
                 }
                 if path.ends_with("info/exclude") {
@@ -295,10 +296,7 @@ impl State {
             if !path.starts_with(&self.root) {
                 continue;
             }
-            let gone = matches!(event.kind, EventKind::Remove(_))
-                || matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
-                || (renamed_both && i == 0);
-            if gone {
+            if moved_away {
                 if self.watched.contains(path) {
                     self.unwatch_tree(path);
                 }
