@@ -338,6 +338,14 @@ fn ignore_rules_and_new_directories_are_live() {
     let asks = w.asks_until_barrier();
     assert_eq!(asks.len(), 1, "{asks:?}");
     assert_eq!(asks[0]["file"], "moved/a/b/c/later.py");
+
+    // A deleted directory, made again: watched again.
+    std::fs::remove_dir_all(w.path("moved")).unwrap();
+    assert!(w.asks_until_barrier().is_empty());
+    w.write("moved/again.py", "# @claude after the delete\n");
+    let asks = w.asks_until_barrier();
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert_eq!(asks[0]["file"], "moved/again.py");
 }
 
 #[test]
@@ -435,6 +443,12 @@ fn markers_from_git_are_not_asks() {
     let reloads =
         w.log.lock().unwrap().iter().filter(|l| l.contains("ignore rules reloaded")).count();
     assert_eq!(reloads, 0);
+
+    // `.git/info/exclude` edited while running: its rules apply at once.
+    std::fs::write(root.join(".git/info/exclude"), "scratch*.py\n").unwrap();
+    assert!(w.asks_until_barrier().is_empty());
+    std::fs::write(root.join("scratch1.py"), "# @claude excluded by info/exclude\n").unwrap();
+    assert!(w.asks_until_barrier().is_empty());
 
     // The user's own ask in the same file still fires.
     std::fs::write(root.join("app.py"), "x = 1\n# @claude committed on a branch\n# @claude mine\n")
