@@ -271,8 +271,9 @@ impl<'t> LivePipeline<'t> {
     /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
     /// its index lock while the file changed (see [`crate::watch::Change`]).
     pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
-        // Never act outside the root (symlinks are not followed, but be sure).
-        if !path.starts_with(&self.root) {
+        // Never act outside the root (symlinks are not followed, but be sure); and do not read
+        // a file no language claims (an image, an archive) on every save.
+        if !path.starts_with(&self.root) || !may_have_language(self.scanner.table(), path) {
             return Vec::new();
         }
         let source = match fsio::read_source(path) {
