@@ -128,36 +128,25 @@ pub fn stamp_file(
     dry_run: bool,
     attempts: usize,
 ) -> Result<Vec<Marker>, EditError> {
-    for _ in 0..attempts {
-        let source = fsio::read_source(path)?;
-        let Some(lang) = detect_language(scanner.table(), path, &source.bytes) else {
-            return Ok(Vec::new());
+    edit_file(path, attempts, |bytes| {
+        let Some(lang) = detect_language(scanner.table(), path, bytes) else {
+            return Edit::Keep(Vec::new());
         };
-        let markers = scanner.scan(lang, &source.bytes);
-        let stamps = stamp::plan(&source.bytes, &markers, stamp::uuid_random);
-        if stamps.is_empty() {
-            return Ok(Vec::new());
-        }
-        let asks: Vec<Marker> = markers
-            .into_iter()
-            .filter(|m| !m.is_tagged())
+        let markers = scanner.scan(lang, bytes);
+        let stamps = stamp::plan(bytes, &markers, stamp::uuid_random);
+        let untagged = markers.into_iter().filter(|m| !m.is_tagged());
+        let asks: Vec<Marker> = untagged
             .zip(&stamps)
             .map(|(mut m, s)| {
                 m.tag = Some(s.id.clone());
                 m
             })
             .collect();
-        if dry_run {
-            return Ok(asks);
+        if stamps.is_empty() || dry_run {
+            return Edit::Keep(asks);
         }
-        let stamped = stamp::splice(&source.bytes, &stamps);
-        match fsio::replace_checked(path, &source.bytes, &stamped) {
-            Ok(()) => return Ok(asks),
-            Err(WriteError::Conflict { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(EditError::Busy { path: path.to_path_buf(), attempts })
+        Edit::Write(stamp::splice(bytes, &stamps), asks)
+    })
 }
 
 /// Removes the marker(s) tagged `id` from `path`; `Ok(false)` if the file has none.
@@ -167,20 +156,44 @@ pub fn resolve_file(
     id: &str,
     attempts: usize,
 ) -> Result<bool, EditError> {
+    edit_file(path, attempts, |bytes| {
+        if memchr::memmem::find(bytes, id.as_bytes()).is_none() {
+            return Edit::Keep(false);
+        }
+        let Some(lang) = detect_language(scanner.table(), path, bytes) else {
+            return Edit::Keep(false);
+        };
+        match stamp::resolve(bytes, &scanner.scan(lang, bytes), id) {
+            Ok(resolved) => Edit::Write(resolved, true),
+            Err(_) => Edit::Keep(false),
+        }
+    })
+}
+
+/// What an edit of a file's bytes decided.
+enum Edit<T> {
+    /// Nothing to write.
+    Keep(T),
+    /// Replace the file with these bytes.
+    Write(Vec<u8>, T),
+}
+
+/// Reads `path`, lets `edit` decide, and writes its bytes with the checked atomic replace. When
+/// the user writes the file meanwhile, the edit is done again on their bytes (their write wins),
+/// up to `attempts` times.
+fn edit_file<T>(
+    path: &Path,
+    attempts: usize,
+    mut edit: impl FnMut(&[u8]) -> Edit<T>,
+) -> Result<T, EditError> {
     for _ in 0..attempts {
         let source = fsio::read_source(path)?;
-        if memchr::memmem::find(&source.bytes, id.as_bytes()).is_none() {
-            return Ok(false);
-        }
-        let Some(lang) = detect_language(scanner.table(), path, &source.bytes) else {
-            return Ok(false);
+        let (new, result) = match edit(&source.bytes) {
+            Edit::Keep(result) => return Ok(result),
+            Edit::Write(new, result) => (new, result),
         };
-        let markers = scanner.scan(lang, &source.bytes);
-        let Ok(resolved) = stamp::resolve(&source.bytes, &markers, id) else {
-            return Ok(false);
-        };
-        match fsio::replace_checked(path, &source.bytes, &resolved) {
-            Ok(()) => return Ok(true),
+        match fsio::replace_checked(path, &source.bytes, &new) {
+            Ok(()) => return Ok(result),
             Err(WriteError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
