@@ -5,9 +5,9 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use filewatch_mcp::languages::LanguageTable;
-use filewatch_mcp::pipeline::stamp_file;
 use filewatch_mcp::scan::{Scanner, DEFAULT_TRIGGER};
-use filewatch_mcp::stamp::{plan, splice, uuid_random};
+use filewatch_mcp::stamp::{plan, splice};
+use filewatch_mcp::{stamp_file, uuid_random};
 
 fn input() -> Vec<u8> {
     let sample = include_bytes!("samples/sample.py");

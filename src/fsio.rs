@@ -15,13 +15,18 @@ pub const BINARY_SNIFF_LEN: usize = 8 * 1024;
 
 /// Why a file was not read. Skips are normal in a tree walk; they are not errors.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // each variant's fields are the path and what its message says
 pub enum ReadError {
+    /// A directory, symlink, FIFO, socket or device.
     #[error("{path}: not a regular file ({kind})")]
     NotRegular { path: PathBuf, kind: &'static str },
+    /// Over [`MAX_FILE_SIZE`].
     #[error("{path}: {size} bytes is over the {MAX_FILE_SIZE}-byte limit")]
     TooLarge { path: PathBuf, size: u64 },
+    /// A NUL byte near the start.
     #[error("{path}: binary file (NUL byte in the first {BINARY_SNIFF_LEN} bytes)")]
     Binary { path: PathBuf },
+    /// The OS said no.
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
@@ -33,6 +38,7 @@ impl ReadError {
         !matches!(self, ReadError::Io { .. })
     }
 
+    /// The file the error is about.
     pub fn path(&self) -> &Path {
         match self {
             ReadError::NotRegular { path, .. }
@@ -46,7 +52,9 @@ impl ReadError {
 /// A file's bytes as read, with the metadata of the very file descriptor they came from.
 #[derive(Debug)]
 pub struct Source {
+    /// The whole file.
     pub bytes: Vec<u8>,
+    /// Its metadata, from the descriptor the bytes were read through.
     pub metadata: Metadata,
 }
 
@@ -150,15 +158,19 @@ fn is_symlink_refusal(e: &io::Error) -> bool {
 
 /// Why a checked replace did not happen.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // each variant's fields are the path and what its message says
 pub enum WriteError {
     /// The file no longer holds the bytes that were scanned: someone (the user) wrote it. The
     /// file on disk is the user's; nothing of ours is left.
     #[error("{path}: changed since it was read; left as it is")]
     Conflict { path: PathBuf },
+    /// Read-only, or not ours to write.
     #[error("{path}: read-only; not changed")]
     ReadOnly { path: PathBuf },
+    /// The path holds no regular file (any more).
     #[error("{path}: not a regular file ({kind}); not changed")]
     NotRegular { path: PathBuf, kind: &'static str },
+    /// The OS said no.
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
@@ -191,16 +203,16 @@ pub fn replace_checked(path: &Path, expected: &[u8], new: &[u8]) -> Result<(), W
     replace_checked_with_hooks(path, expected, new, &mut Hooks::default())
 }
 
-/// Points inside [`replace_checked`] where tests write the file at the worst moment.
-#[doc(hidden)]
+/// Points inside [`replace_checked`] where tests write the file at the worst moment; empty
+/// outside tests.
 #[derive(Default)]
-pub struct Hooks<'a> {
+struct Hooks<'a> {
     /// Between the content check and the swap.
-    pub before_swap: Option<&'a mut dyn FnMut()>,
+    before_swap: Option<&'a mut dyn FnMut()>,
     /// After the displaced file was found unchanged, before it is unlinked.
-    pub after_check: Option<&'a mut dyn FnMut()>,
+    after_check: Option<&'a mut dyn FnMut()>,
     /// Use a plain rename even where an atomic exchange is available.
-    pub plain_rename: bool,
+    plain_rename: bool,
 }
 
 impl Hooks<'_> {
@@ -217,8 +229,7 @@ impl Hooks<'_> {
     }
 }
 
-#[doc(hidden)]
-pub fn replace_checked_with_hooks(
+fn replace_checked_with_hooks(
     path: &Path,
     expected: &[u8],
     new: &[u8],
@@ -361,7 +372,7 @@ fn write_temp_beside(
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        // Keep the owner when we may (we run as root in a container); otherwise the file
+        // Keep the owner when we may (only root may give a file away); otherwise the file
         // simply becomes ours, as with any editor's atomic save.
         let _ = std::os::unix::fs::fchown(tmp.as_file(), Some(meta.uid()), Some(meta.gid()));
     }

@@ -21,14 +21,35 @@ pub const BUILTIN_TOML: &str = include_str!("../grammars.toml");
 /// An error in the language table, naming the row it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
+    /// Not TOML, or not the table's shape.
     #[error("grammars.toml is not valid: {0}")]
     Toml(#[from] toml::de::Error),
+    /// One row is wrong.
     #[error("grammars.toml: language `{name}`: {problem}")]
-    Row { name: String, problem: String },
+    Row {
+        /// The row's language name.
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Two rows are out of order.
     #[error("grammars.toml: rows must be sorted by name: `{after}` comes after `{before}`")]
-    Unsorted { before: String, after: String },
+    Unsorted {
+        /// The earlier row.
+        before: String,
+        /// The row that should come before it.
+        after: String,
+    },
+    /// Two rows claim one file type or interpreter.
     #[error("grammars.toml: {what} is claimed by both `{first}` and `{second}`")]
-    Claimed { what: String, first: String, second: String },
+    Claimed {
+        /// The file type or interpreter.
+        what: String,
+        /// The row that claimed it first.
+        first: String,
+        /// The row that claims it again.
+        second: String,
+    },
 }
 
 // ---- phase 1: raw rows, exactly as written -------------------------------------------------
@@ -141,15 +162,20 @@ impl std::fmt::Display for FileType {
 /// An opening and a closing delimiter (of a block comment or a string).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delimiters {
+    /// The opening delimiter.
     pub open: String,
+    /// The closing delimiter.
     pub close: String,
 }
 
 /// One checked row of the table.
 #[derive(Debug)]
 pub struct Language {
+    /// The row's name (`python`).
     pub name: String,
+    /// The file types the row claims.
     pub file_types: Vec<FileType>,
+    /// Interpreters of `#!` lines that mean this language (`python3`).
     pub shebangs: Vec<String>,
     /// The grammar name as written in the table (it may not be compiled in).
     pub grammar: Option<String>,
@@ -157,7 +183,9 @@ pub struct Language {
     pub ts_language: Option<tree_sitter::Language>,
     /// Node kinds of the grammar that are comments.
     pub comment_kinds: Vec<String>,
+    /// Tokens that start a comment running to the end of the line (`//`, `#`).
     pub line_comments: Vec<String>,
+    /// Block comment delimiters (`/*` … `*/`).
     pub block_comments: Vec<Delimiters>,
     /// Characters allowed between the opening token and the trigger (`///`, `//!`, `/**`).
     pub doc_markers: String,
@@ -273,10 +301,12 @@ impl LanguageTable {
         self.languages.iter()
     }
 
+    /// How many rows the table has.
     pub fn len(&self) -> usize {
         self.languages.len()
     }
 
+    /// True for a table without rows.
     pub fn is_empty(&self) -> bool {
         self.languages.is_empty()
     }
@@ -298,6 +328,23 @@ impl LanguageTable {
         let (_, ext) = file_name.rsplit_once('.')?;
         let i = self.by_extension.get(&ext.to_ascii_lowercase())?;
         Some(&self.languages[*i])
+    }
+
+    /// The language of a file: by its name, or for a name that says nothing, by the `#!` line
+    /// at the start of `bytes`.
+    pub fn detect(&self, path: &Path, bytes: &[u8]) -> Option<&Language> {
+        if let Some(lang) = self.for_path(path) {
+            return Some(lang);
+        }
+        let first_line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+        self.for_shebang(first_line)
+    }
+
+    /// True if reading `path` may lead to a language: a known file type, or a name without an
+    /// extension (a script whose `#!` line may say). Spares reading images and archives.
+    pub fn may_claim(&self, path: &Path) -> bool {
+        self.for_path(path).is_some()
+            || path.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.contains('.'))
     }
 
     /// The language named by a `#!` line (`#!/usr/bin/env python3` → python), for files whose

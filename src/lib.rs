@@ -1,22 +1,43 @@
-//! filewatch-mcp: hears `// @claude <ask>` comments the moment a file is saved.
+//! filewatch-mcp: hears `// @claude <ask>` comments the moment a file is saved and hands them to
+//! Claude Code, once each.
 //!
 //! ```text
-//!  notify ──► watch ──(path)──► fsio::read_source ──► scan ──(markers)──► stamp ──► announce
-//!             ignore rules,      regular files only,   memmem prefilter,   tag splice,  MCP channel
-//!             debounce,          size and binary       tree-sitter or      checked      notification
-//!             git hold           checks                fallback table      atomic write (or terminal)
+//!  notify ──► watch ──(Change)──► pipeline: read ──► scan ──(Marker)──► git ──► stamp ──(Ask)──► announce
+//!             ignore rules,       regular files,      memmem prefilter,  drop what  tag splice,    MCP channel
+//!             debounce,           size and binary     tree-sitter or     git wrote  checked        notification
+//!             git lock            checks (fsio)       fallback table                atomic write   (or terminal)
 //! ```
-//! [`languages`] loads the language table (`grammars.toml`), [`grammar`] maps its grammar names
-//! to compiled-in tree-sitter languages, [`walk`] lists a tree the way `git` would, [`pipeline`]
-//! strings the stages together, and [`server`] speaks MCP to Claude Code.
+//! The pure stages are public modules: [`scan`] finds [`Marker`]s in bytes, [`stamp`] splices
+//! tags in and resolves asks out, [`languages`] is the language table (`grammars.toml`). The
+//! rest is private behind this facade: the one-shot pipelines ([`scan_paths`], [`stamp_file`],
+//! [`resolve_in_tree`]), the live one ([`Live`], [`LivePipeline`]), the checked atomic replace
+//! ([`replace_checked`]) and the MCP server ([`server`]).
 #![deny(clippy::print_stdout)]
+#![deny(missing_docs)]
 
-pub mod fsio;
-pub mod grammar;
+mod error;
+mod fsio;
+mod git;
+mod grammar;
+mod id;
 pub mod languages;
-pub mod pipeline;
+mod pipeline;
 pub mod scan;
 pub mod server;
 pub mod stamp;
-pub mod walk;
-pub mod watch;
+mod sys;
+mod walk;
+mod watch;
+
+pub use error::{Problem, StartError};
+pub use fsio::{read_source, replace_checked, ReadError, Source, WriteError, MAX_FILE_SIZE};
+pub use git::GitWindow;
+pub use id::{uuid_random, BadId, MarkerId};
+pub use languages::{Language, LanguageTable};
+pub use pipeline::{
+    candidate_files, relative, resolve_file, resolve_in_tree, scan_file, scan_paths, stamp_file,
+    Ask, EditError, FileMarkers, Live, LiveOptions, LivePipeline, ScanReport, WRITE_ATTEMPTS,
+};
+pub use scan::{DecidedBy, FallbackReason, Marker, MarkerView, Scanner, DEFAULT_TRIGGER};
+pub use sys::shutdown_signal;
+pub use watch::{Change, Watch, WatchStats};

@@ -2,18 +2,18 @@
 //! `stamp`, `resolve` and `languages`.
 
 use std::io::{self, BufWriter, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use filewatch_mcp::languages::{FileType, LanguageTable};
-use filewatch_mcp::pipeline;
-use filewatch_mcp::pipeline::LivePipeline;
-use filewatch_mcp::scan::{DecidedBy, FallbackReason, Marker, Scanner, DEFAULT_TRIGGER};
-use filewatch_mcp::watch::Watch;
+use filewatch_mcp::languages::FileType;
+use filewatch_mcp::{
+    EditError, FallbackReason, LanguageTable, Live, LiveOptions, Marker, MarkerId, Scanner,
+    DEFAULT_TRIGGER, WRITE_ATTEMPTS,
+};
 
 #[derive(Parser)]
 #[command(
@@ -181,32 +181,30 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_micros((ms * 1000.0) as u64))
 }
 
-/// Set by SIGINT/SIGTERM: the loops finish the file at hand and exit, leaving no temp file.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-fn install_signal_handlers() {
-    extern "C" fn on_signal(_: libc::c_int) {
-        STOP.store(true, Ordering::SeqCst);
-    }
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
+/// A runtime for what waits: the server's session, and signals for every live front end.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }
 
 fn watch(root: &Path, debounce: Duration, trigger: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
-    install_signal_handlers();
-    let (watch, changes) = Watch::start(root, debounce)?;
-    let canonical = watch.root.clone();
-    let mut pipeline = LivePipeline::new(canonical.clone(), scanner);
-    let stats = &watch.stats;
+    let options = LiveOptions { root: root.to_path_buf(), debounce, trigger: trigger.to_string() };
+    let (failed_tx, failed_rx) = std::sync::mpsc::channel::<io::Error>();
+    let mut live = Live::start(&options, move |ask| match print_ask(&ask, json) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(e) => {
+            let _ = failed_tx.send(e);
+            ControlFlow::Break(())
+        }
+    })?;
+    let stats = live.stats();
     eprintln!(
         "filewatch-mcp: watching {} directories under {} ({} ms){}; debounce {} ms",
         stats.dirs_watched,
-        canonical.display(),
+        live.root().display(),
         stats.took.as_millis(),
         if stats.dirs_unwatched > 0 {
             format!(", {} NOT watched (inotify limit, see above)", stats.dirs_unwatched)
@@ -215,43 +213,43 @@ fn watch(root: &Path, debounce: Duration, trigger: &str, json: bool) -> anyhow::
         },
         debounce.as_millis()
     );
-    let mut out = io::stdout().lock();
-    while !STOP.load(Ordering::SeqCst) {
-        let change = match changes.recv_timeout(Duration::from_millis(100)) {
-            Ok(c) => c,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        for ask in pipeline.process(&change.path, change.from_git.as_ref()) {
-            if json {
-                let mut v = marker_json(&ask.file, &ask.marker);
-                v["tagged"] = serde_json::Value::Bool(ask.stamped);
-                v["stamped"] = serde_json::Value::Bool(ask.stamped);
-                writeln!(out, "{v}")?;
-            } else {
-                let id =
-                    ask.id().map_or_else(|| "not stamped: read-only".to_string(), str::to_string);
-                let (at, text) = (lines(&ask.marker), indent_lines(&ask.marker.text));
-                writeln!(out, "{}:{at}  {text}  [{id}]", ask.file)?;
-            }
-            out.flush()?;
+    let runtime = runtime()?;
+    runtime.block_on(async {
+        tokio::select! {
+            () = filewatch_mcp::shutdown_signal() => {}
+            () = live.finished() => {}
         }
+    });
+    live.stop();
+    match failed_rx.try_recv() {
+        Ok(e) => Err(e.into()),
+        Err(_) => Ok(ExitCode::SUCCESS),
     }
-    watch.stop();
-    Ok(ExitCode::SUCCESS)
+}
+
+/// One ask on stdout, as it is found.
+fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    if json {
+        let mut view = ask.marker.view(&ask.file);
+        view.stamped = Some(ask.stamped);
+        writeln!(out, "{}", serde_json::to_string(&view)?)?;
+    } else {
+        let id = ask.id().map_or_else(|| "not stamped: read-only".to_string(), |id| id.to_string());
+        writeln!(
+            out,
+            "{}:{}  {}  [{id}]",
+            ask.file,
+            lines(&ask.marker),
+            indent_lines(&ask.marker.text)
+        )?;
+    }
+    out.flush()
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let options = filewatch_mcp::server::ServeOptions {
-        root: args.root,
-        debounce: args.debounce,
-        trigger: args.trigger,
-    };
+    let runtime = runtime()?;
+    let options = LiveOptions { root: args.root, debounce: args.debounce, trigger: args.trigger };
     let result = runtime.block_on(filewatch_mcp::server::run(options));
     // stdin is read by a blocking thread that may never return: do not wait for it.
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -275,23 +273,22 @@ fn stamp(dry_run: bool, json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow:
     check_paths(paths)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let mut failed = 0;
-    for path in pipeline::candidate_files(scanner.table(), paths, threads()) {
-        match pipeline::stamp_file(&scanner, &path, dry_run, pipeline::WRITE_ATTEMPTS) {
+    for path in filewatch_mcp::candidate_files(scanner.table(), paths, threads()) {
+        match filewatch_mcp::stamp_file(&scanner, &path, dry_run, WRITE_ATTEMPTS) {
             Ok(asks) => {
                 let shown = path.to_string_lossy();
                 for m in &asks {
                     if json {
-                        let mut v = marker_json(&shown, m);
-                        v["tagged"] = serde_json::Value::Bool(!dry_run);
-                        writeln!(out, "{v}")?;
+                        let view = filewatch_mcp::MarkerView { tagged: !dry_run, ..m.view(&shown) };
+                        writeln!(out, "{}", serde_json::to_string(&view)?)?;
                     } else {
-                        let id = m.tag.as_deref().unwrap_or_default();
+                        let id = m.tag.map(|id| id.to_string()).unwrap_or_default();
                         let what = if dry_run { "would stamp" } else { "new" };
                         writeln!(out, "{shown}:{}: {}  [{id} {what}]", m.line, m.text)?;
                     }
                 }
             }
-            Err(pipeline::EditError::Read(e)) if e.is_skip() => tracing::debug!("skipped {e}"),
+            Err(EditError::Read(e)) if e.is_skip() => tracing::debug!("skipped {e}"),
             Err(e) => {
                 failed += 1;
                 eprintln!("filewatch-mcp: {e}");
@@ -303,12 +300,10 @@ fn stamp(dry_run: bool, json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow:
 }
 
 fn resolve(id: &str, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
-    let Some(id) = pipeline::parse_id(id) else {
-        anyhow::bail!("{id:?} is not a marker id (fw- and 8 lowercase hex digits)");
-    };
+    let id: MarkerId = id.parse()?;
     let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
     check_paths(paths)?;
-    let resolved = pipeline::resolve_in_tree(&scanner, paths, &id, threads())?;
+    let resolved = filewatch_mcp::resolve_in_tree(&scanner, paths, id, threads())?;
     let mut out = io::stdout().lock();
     for path in &resolved {
         writeln!(out, "{}: removed {id}", path.display())?;
@@ -325,7 +320,7 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     let scanner = Scanner::new(table, trigger)?;
     check_paths(paths)?;
     let threads = threads();
-    let report = pipeline::scan_paths(&scanner, paths, threads);
+    let report = filewatch_mcp::scan_paths(&scanner, paths, threads);
     for err in &report.errors {
         if err.is_skip() {
             tracing::debug!("skipped {err}");
@@ -338,9 +333,9 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
         let path = file.path.to_string_lossy();
         for m in &file.markers {
             if json {
-                writeln!(out, "{}", marker_json(&path, m))?;
+                writeln!(out, "{}", serde_json::to_string(&m.view(&path))?)?;
             } else {
-                let tag = m.tag.as_ref().map(|t| format!("  [{t} tagged]")).unwrap_or_default();
+                let tag = m.tag.map(|t| format!("  [{t} tagged]")).unwrap_or_default();
                 writeln!(out, "{path}:{}: {}{tag}", lines(m), indent_lines(&m.text))?;
             }
         }
@@ -366,26 +361,6 @@ fn lines(m: &Marker) -> String {
 /// A multi-line ask for the terminal: its later lines indented under the first.
 fn indent_lines(text: &str) -> String {
     text.replace('\n', "\n    ")
-}
-
-/// The public JSON shape of a marker (keep these keys: scripts depend on them).
-fn marker_json(path: &str, m: &Marker) -> serde_json::Value {
-    let reason = match &m.decided_by {
-        DecidedBy::Syntax => None,
-        DecidedBy::Fallback(r) => Some(r.to_string()),
-    };
-    serde_json::json!({
-        "file": path,
-        "line": m.line,
-        "end_line": m.end_line,
-        "column": m.column,
-        "text": m.text,
-        "tagged": m.is_tagged(),
-        "id": m.tag,
-        "language": m.language,
-        "mode": m.decided_by.mode(),
-        "reason": reason,
-    })
 }
 
 fn languages(json: bool) -> anyhow::Result<ExitCode> {

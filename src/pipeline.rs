@@ -1,18 +1,26 @@
 //! The pipelines: one-shot ones behind `scan`, `stamp` and `resolve` (walk → safe read →
 //! language → scan → stamp or resolve → checked atomic replace), and the live one behind `watch`
-//! and the server ([`LivePipeline`]: changed path → read → scan → stamp → ask).
+//! and the server ([`LivePipeline`]: read → fresh markers → drop what git brought → stamp →
+//! asks), run by one worker, [`Live`].
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crate::fsio::{self, ReadError, WriteError};
-use crate::languages::{Language, LanguageTable};
+use crate::error::{Problem, StartError};
+use crate::fsio::{self, ReadError, Source, WriteError};
+use crate::git::{self, GitWindow};
+use crate::id::{uuid_random, MarkerId};
+use crate::languages::LanguageTable;
 use crate::scan::{Marker, Scanner};
-use crate::stamp;
+use crate::stamp::{self, ResolveError};
 use crate::walk;
-use crate::watch::GitWindow;
+use crate::watch::{Change, Watch, WatchStats};
 
 /// How often a stamp or resolve is tried again when the user's write gets in between.
 pub const WRITE_ATTEMPTS: usize = 5;
@@ -20,7 +28,9 @@ pub const WRITE_ATTEMPTS: usize = 5;
 /// The markers found in one file.
 #[derive(Debug)]
 pub struct FileMarkers {
+    /// The file, as the walk found it.
     pub path: PathBuf,
+    /// Its markers, in file order.
     pub markers: Vec<Marker>,
 }
 
@@ -35,30 +45,10 @@ pub struct ScanReport {
     pub errors: Vec<ReadError>,
 }
 
-/// The language of `path`: by name, or for extension-less files by the `#!` line.
-pub fn detect_language<'t>(
-    table: &'t LanguageTable,
-    path: &Path,
-    bytes: &[u8],
-) -> Option<&'t Language> {
-    if let Some(lang) = table.for_path(path) {
-        return Some(lang);
-    }
-    let first_line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
-    table.for_shebang(first_line)
-}
-
-/// True if reading `path` may lead to a language: a known file type, or a name without an
-/// extension (a script whose `#!` line may say). Saves reading images and archives.
-pub fn may_have_language(table: &LanguageTable, path: &Path) -> bool {
-    table.for_path(path).is_some()
-        || path.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.contains('.'))
-}
-
 /// Reads and scans one file. `Ok(None)` means the file is in no known language.
 pub fn scan_file(scanner: &Scanner, path: &Path) -> Result<Option<Vec<Marker>>, ReadError> {
     let source = fsio::read_source(path)?;
-    let Some(lang) = detect_language(scanner.table(), path, &source.bytes) else {
+    let Some(lang) = scanner.table().detect(path, &source.bytes) else {
         return Ok(None);
     };
     Ok(Some(scanner.scan(lang, &source.bytes)))
@@ -103,19 +93,27 @@ pub fn candidate_files(table: &LanguageTable, paths: &[PathBuf], threads: usize)
         paths.iter().filter(|p| !std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())).collect();
     walk::files(paths, threads)
         .into_iter()
-        .filter(|p| explicit.contains(&p) || may_have_language(table, p))
+        .filter(|p| explicit.contains(&p) || table.may_claim(p))
         .collect()
 }
 
 /// Why a file could not be stamped or resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum EditError {
+    /// The file could not be read.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The new bytes could not be written.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// The user kept writing the file: every attempt lost the race (as it should).
     #[error("{path}: kept changing; gave up after {attempts} attempts")]
-    Busy { path: PathBuf, attempts: usize },
+    Busy {
+        /// The file.
+        path: PathBuf,
+        /// How often it was tried.
+        attempts: usize,
+    },
 }
 
 /// Stamps every untagged marker of `path` and returns them with their new ids (`tag`), or,
@@ -129,16 +127,16 @@ pub fn stamp_file(
     attempts: usize,
 ) -> Result<Vec<Marker>, EditError> {
     edit_file(path, attempts, |bytes| {
-        let Some(lang) = detect_language(scanner.table(), path, bytes) else {
+        let Some(lang) = scanner.table().detect(path, bytes) else {
             return Edit::Keep(Vec::new());
         };
         let markers = scanner.scan(lang, bytes);
-        let stamps = stamp::plan(bytes, &markers, stamp::uuid_random);
+        let stamps = stamp::plan(bytes, &markers, uuid_random);
         let untagged = markers.into_iter().filter(|m| !m.is_tagged());
         let asks: Vec<Marker> = untagged
             .zip(&stamps)
             .map(|(mut m, s)| {
-                m.tag = Some(s.id.clone());
+                m.tag = Some(s.id);
                 m
             })
             .collect();
@@ -153,19 +151,21 @@ pub fn stamp_file(
 pub fn resolve_file(
     scanner: &Scanner,
     path: &Path,
-    id: &str,
+    id: MarkerId,
     attempts: usize,
 ) -> Result<bool, EditError> {
+    let tag = id.tag();
     edit_file(path, attempts, |bytes| {
-        if memchr::memmem::find(bytes, id.as_bytes()).is_none() {
+        if memchr::memmem::find(bytes, tag.as_bytes()).is_none() {
             return Edit::Keep(false);
         }
-        let Some(lang) = detect_language(scanner.table(), path, bytes) else {
+        let Some(lang) = scanner.table().detect(path, bytes) else {
             return Edit::Keep(false);
         };
         match stamp::resolve(bytes, &scanner.scan(lang, bytes), id) {
             Ok(resolved) => Edit::Write(resolved, true),
-            Err(_) => Edit::Keep(false),
+            // The tag's bytes are there but not as a marker (inside a string, say).
+            Err(ResolveError::UnknownId(_)) => Edit::Keep(false),
         }
     })
 }
@@ -206,7 +206,7 @@ fn edit_file<T>(
 pub fn resolve_in_tree(
     scanner: &Scanner,
     paths: &[PathBuf],
-    id: &str,
+    id: MarkerId,
     threads: usize,
 ) -> Result<Vec<PathBuf>, EditError> {
     let mut resolved = Vec::new();
@@ -214,23 +214,14 @@ pub fn resolve_in_tree(
         match resolve_file(scanner, &path, id, WRITE_ATTEMPTS) {
             Ok(true) => resolved.push(path),
             Ok(false) => {}
-            Err(EditError::Read(e)) if e.is_skip() => {}
+            Err(EditError::Read(e)) if e.is_skip() => Problem::Read(e).log(),
             Err(e) => return Err(e),
         }
     }
     Ok(resolved)
 }
 
-/// `fw-xxxxxxxx` from an id as a user may type it (`[fw-…]` brackets allowed).
-pub fn parse_id(text: &str) -> Option<String> {
-    let id = text.trim().trim_start_matches('[').trim_end_matches(']');
-    let hex = id.strip_prefix("fw-")?;
-    let ok =
-        hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    ok.then(|| id.to_string())
-}
-
-// ---- the live pipeline: changed path → read → scan → stamp → ask ------------------------------
+// ---- the live pipeline: read → fresh markers → drop what git brought → stamp → asks ---------
 
 /// A new ask: a marker the user just wrote, stamped with its id (unless the file could not be
 /// written).
@@ -248,9 +239,9 @@ pub struct Ask {
 }
 
 impl Ask {
-    /// The id the ask is known by (`fw-…`), if it was stamped.
-    pub fn id(&self) -> Option<&str> {
-        self.marker.tag.as_deref()
+    /// The id the ask is known by, if it was stamped.
+    pub fn id(&self) -> Option<MarkerId> {
+        self.marker.tag
     }
 }
 
@@ -271,7 +262,7 @@ pub struct LivePipeline<'t> {
 }
 
 impl<'t> LivePipeline<'t> {
-    /// `root` must be canonical (as [`crate::watch::Watch`] reports paths).
+    /// `root` must be canonical (as [`Watch`] reports paths).
     pub fn new(root: PathBuf, scanner: Scanner<'t>) -> Self {
         LivePipeline { root, scanner, last_seen: HashMap::new(), quiet: HashSet::new(), scanned: 0 }
     }
@@ -282,77 +273,96 @@ impl<'t> LivePipeline<'t> {
     }
 
     /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
-    /// its index lock while the file changed (see [`crate::watch::Change`]).
+    /// its index lock while the file changed (see [`Change`]).
     pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
-        // Never act outside the root (symlinks are not followed, but be sure); and do not read
-        // a file no language claims (an image, an archive) on every save.
-        if !path.starts_with(&self.root) || !may_have_language(self.scanner.table(), path) {
-            return Vec::new();
-        }
-        let source = match fsio::read_source(path) {
-            Ok(s) => s,
-            Err(e) => {
-                if !e.is_skip() && path.exists() {
-                    tracing::warn!("{e}");
-                } else {
-                    tracing::debug!("skipped {e}");
-                }
-                self.last_seen.remove(path);
-                return Vec::new();
-            }
-        };
+        let Some(source) = self.read(path) else { return Vec::new() };
         let hash = content_hash(&source.bytes);
         if self.last_seen.get(path) == Some(&hash) {
-            return Vec::new();
+            return Vec::new(); // bytes we already handled: our own stamp, a touch
         }
-        let Some(lang) = detect_language(self.scanner.table(), path, &source.bytes) else {
-            return Vec::new();
-        };
-        self.scanned += 1;
-        let markers = self.scanner.scan(lang, &source.bytes);
-        let mut fresh: Vec<Marker> = markers.into_iter().filter(|m| !m.is_tagged()).collect();
-        fresh.retain(|m| {
-            !self.quiet.contains(&(path.to_path_buf(), line_of(&source.bytes, m).to_vec()))
-        });
+        let mut fresh = self.fresh_markers(path, &source.bytes);
+        if !fresh.is_empty() {
+            fresh = self.drop_git_lines(path, &source.bytes, fresh, from_git);
+        }
         if fresh.is_empty() {
             self.last_seen.insert(path.to_path_buf(), hash);
             return Vec::new();
         }
-        // Markers that arrived through git are not the user's fresh asks: their line is in the
-        // file at HEAD — or, when git was busy meanwhile, in the index or the stash it popped.
-        let mut revs = vec!["HEAD".to_string()];
-        if let Some(window) = from_git {
-            revs.push(String::new()); // the index
-            revs.extend(window.stash.clone());
+        self.stamp(path, &source, fresh)
+    }
+
+    /// The file's bytes, if it is ours to read: inside the root (symlinks are not followed,
+    /// but be sure), of a type some language may claim, and a readable regular file.
+    fn read(&mut self, path: &Path) -> Option<Source> {
+        if !path.starts_with(&self.root) || !self.scanner.table().may_claim(path) {
+            return None;
         }
-        let from_git_lines = git_lines(path, &revs);
+        match fsio::read_source(path) {
+            Ok(source) => Some(source),
+            Err(e) => {
+                if path.exists() {
+                    Problem::Read(e).log();
+                } else {
+                    tracing::debug!("{e}"); // deleted or renamed away: its new path says so
+                }
+                self.last_seen.remove(path);
+                None
+            }
+        }
+    }
+
+    /// The untagged markers of the file that were not already settled this run.
+    fn fresh_markers(&mut self, path: &Path, bytes: &[u8]) -> Vec<Marker> {
+        let Some(lang) = self.scanner.table().detect(path, bytes) else { return Vec::new() };
+        self.scanned += 1;
+        let markers = self.scanner.scan(lang, bytes);
+        tracing::debug!("{}: {} marker(s)", path.display(), markers.len());
+        let settled = |m: &Marker| self.quiet.contains(&(path.to_path_buf(), line_of(bytes, m)));
+        markers.into_iter().filter(|m| !m.is_tagged() && !settled(m)).collect()
+    }
+
+    /// Drops the markers that arrived through git rather than from the user's hands: their
+    /// line is in a version of the file git could have written (see
+    /// [`git::lines_git_could_write`]). They stay quiet for the rest of the run.
+    fn drop_git_lines(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        mut fresh: Vec<Marker>,
+        from_git: Option<&GitWindow>,
+    ) -> Vec<Marker> {
+        let git_lines = git::lines_git_could_write(path, from_git);
         fresh.retain(|m| {
-            let line = line_of(&source.bytes, m).to_vec();
-            let arrived = from_git_lines.contains(&line);
+            let line = line_of(bytes, m);
+            let arrived = git_lines.contains(&line);
             if arrived {
-                tracing::info!("{}:{}: from git, not announced", path.display(), m.line);
+                tracing::debug!("{}:{}: from git, not announced", path.display(), m.line);
                 self.quiet.insert((path.to_path_buf(), line));
             }
             !arrived
         });
-        if fresh.is_empty() {
-            self.last_seen.insert(path.to_path_buf(), hash);
-            return Vec::new();
-        }
-        let stamps = stamp::plan(&source.bytes, &fresh, stamp::uuid_random);
-        let stamped = stamp::splice(&source.bytes, &stamps);
-        let file = relative(&self.root, path);
-        match fsio::replace_checked(path, &source.bytes, &stamped) {
+        fresh
+    }
+
+    /// Stamps the fresh markers with new ids and returns them as asks. If the user wrote the
+    /// file meanwhile, nothing (their write brings its own change); if the file cannot be
+    /// written, the asks untagged, once per run.
+    fn stamp(&mut self, path: &Path, source: &Source, fresh: Vec<Marker>) -> Vec<Ask> {
+        let bytes = &source.bytes;
+        let stamps = stamp::plan(bytes, &fresh, uuid_random);
+        let stamped = stamp::splice(bytes, &stamps);
+        let ask = |marker, stamped| Ask {
+            path: path.to_path_buf(),
+            file: relative(&self.root, path),
+            marker,
+            stamped,
+        };
+        match fsio::replace_checked(path, bytes, &stamped) {
             Ok(()) => {
+                tracing::debug!("{}: stamped {} ask(s)", path.display(), stamps.len());
                 self.last_seen.insert(path.to_path_buf(), content_hash(&stamped));
-                fresh
-                    .into_iter()
-                    .zip(stamps)
-                    .map(|(mut marker, s)| {
-                        marker.tag = Some(s.id);
-                        Ask { path: path.to_path_buf(), file: file.clone(), marker, stamped: true }
-                    })
-                    .collect()
+                let ids = stamps.into_iter().map(|s| Some(s.id));
+                fresh.into_iter().zip(ids).map(|(m, tag)| ask(Marker { tag, ..m }, true)).collect()
             }
             Err(WriteError::Conflict { .. }) => {
                 tracing::debug!(
@@ -362,20 +372,11 @@ impl<'t> LivePipeline<'t> {
                 Vec::new()
             }
             Err(e) => {
-                tracing::warn!("{e}; announcing its asks once, untagged");
-                self.last_seen.insert(path.to_path_buf(), hash);
-                for m in &fresh {
-                    self.quiet.insert((path.to_path_buf(), line_of(&source.bytes, m).to_vec()));
-                }
-                fresh
-                    .into_iter()
-                    .map(|marker| Ask {
-                        path: path.to_path_buf(),
-                        file: file.clone(),
-                        marker,
-                        stamped: false,
-                    })
-                    .collect()
+                Problem::Write(e).log();
+                self.last_seen.insert(path.to_path_buf(), content_hash(bytes));
+                let lines: Vec<Vec<u8>> = fresh.iter().map(|m| line_of(bytes, m)).collect();
+                self.quiet.extend(lines.into_iter().map(|l| (path.to_path_buf(), l)));
+                fresh.into_iter().map(|m| ask(m, false)).collect()
             }
         }
     }
@@ -396,40 +397,121 @@ fn content_hash(bytes: &[u8]) -> u64 {
 
 /// The whole line holding the marker's trigger, without its line ending: what git's versions
 /// of the file are searched for (a multi-line ask is known by its first line).
-fn line_of<'a>(src: &'a [u8], m: &Marker) -> &'a [u8] {
+fn line_of(src: &[u8], m: &Marker) -> Vec<u8> {
     let at = m.insert_at;
     let start = src[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let end = memchr::memchr(b'\n', &src[at..]).map_or(src.len(), |i| at + i);
     let line = &src[start..end];
-    line.strip_suffix(b"\r").unwrap_or(line)
+    line.strip_suffix(b"\r").unwrap_or(line).to_vec()
 }
 
-/// Every line of `path` in the given git revisions (`HEAD`, `""` for the index, a commit), empty
-/// outside a repository or for a file git does not know. Asked only when a file holds untagged
-/// markers, so ordinary saves never run git.
-fn git_lines(path: &Path, revs: &[String]) -> HashSet<Vec<u8>> {
-    let mut lines = HashSet::new();
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return lines;
-    };
-    for rev in revs {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["show", &format!("{rev}:./{name}")])
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output();
-        let Ok(out) = out else { return lines }; // no git at all
-        if out.status.success() {
-            lines.extend(
-                out.stdout
-                    .split(|&b| b == b'\n')
-                    .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec()),
-            );
+// ---- the one live worker: watch → pipeline → asks, for `watch` and the server --------------
+
+/// How a live run is set up.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// The directory to watch.
+    pub root: PathBuf,
+    /// Quiet time after a file's last event before it is read.
+    pub debounce: Duration,
+    /// The word that starts an ask.
+    pub trigger: String,
+}
+
+/// A running watch and the worker that turns its changes into asks. Every ask goes to the
+/// sink given to [`Live::start`], in order; the sink answers [`ControlFlow::Break`] when
+/// nobody listens any more, and the worker ends.
+pub struct Live {
+    watch: Option<Watch>,
+    worker: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    finished: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl Live {
+    /// Watches the root and starts the worker; returns once every directory is watched.
+    pub fn start(
+        options: &LiveOptions,
+        on_ask: impl FnMut(Ask) -> ControlFlow<()> + Send + 'static,
+    ) -> Result<Live, StartError> {
+        let scanner = Scanner::new(LanguageTable::builtin(), &options.trigger)?;
+        let (watch, changes) = Watch::start(&options.root, options.debounce)?;
+        let mut live = LivePipeline::new(watch.root().to_path_buf(), scanner);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        let worker = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("pipeline".into())
+                .spawn(move || {
+                    run_live(&mut live, &changes, &stop, on_ask);
+                    drop(done); // tells `finished`
+                })
+                .map_err(StartError::Thread)?
+        };
+        Ok(Live { watch: Some(watch), worker: Some(worker), stop, finished: Some(finished) })
+    }
+
+    /// The watched root, canonical.
+    pub fn root(&self) -> &Path {
+        self.watch.as_ref().map_or(Path::new(""), Watch::root)
+    }
+
+    /// What could be watched at start-up.
+    pub fn stats(&self) -> WatchStats {
+        self.watch.as_ref().map(|w| w.stats().clone()).unwrap_or_default()
+    }
+
+    /// Resolves when the worker has ended on its own (its sink stopped listening).
+    pub async fn finished(&mut self) {
+        if let Some(finished) = self.finished.as_mut() {
+            let _ = finished.await;
         }
     }
-    lines
+
+    /// Stops watching, lets the worker finish the file at hand (a stamp is never left
+    /// half-done, so no temp file stays behind) and waits for it.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(watch) = self.watch.take() {
+            watch.stop(); // ends the stream of changes: the worker's wait returns
+        }
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The worker's loop: each change as it comes (no polling), until the changes end, `stop` is
+/// set, or the sink breaks.
+fn run_live(
+    live: &mut LivePipeline,
+    changes: &Receiver<Change>,
+    stop: &AtomicBool,
+    mut on_ask: impl FnMut(Ask) -> ControlFlow<()>,
+) {
+    while let Ok(change) = changes.recv() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::debug!("changed: {}", change.path.display());
+        for ask in live.process(&change.path, change.from_git.as_ref()) {
+            tracing::debug!("ask {}:{} {:?}", ask.file, ask.marker.line, ask.id());
+            if on_ask(ask).is_break() {
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

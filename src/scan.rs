@@ -1,9 +1,10 @@
 //! Finds the trigger markers in one file's bytes: a memmem prefilter, then the syntax tree (or
-//! the fallback table) decides whether each hit really starts a one-line comment.
+//! the fallback table) decides whether each hit really starts a comment, and a comment paragraph
+//! or a multi-line block comment becomes one ask.
 //!
 //! Pure: bytes and a [`Language`] in, [`Marker`]s out, no I/O. Parsers are kept per thread.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::{ControlFlow, Range};
@@ -12,13 +13,16 @@ use std::time::{Duration, Instant};
 use memchr::memmem;
 use tree_sitter::{Node, ParseOptions, Parser, Tree};
 
+use crate::id::MarkerId;
 use crate::languages::{Language, LanguageTable};
 
 mod embed;
 mod lexer;
+mod view;
 
 use embed::{embedded_region, lang_hides_comment, Embedded};
 use lexer::{FallbackLexer, LexState};
+pub use view::MarkerView;
 
 /// The word that starts an ask unless `--trigger` says otherwise.
 pub const DEFAULT_TRIGGER: &str = "@claude";
@@ -29,8 +33,7 @@ const PARSE_BUDGET: Duration = Duration::from_secs(5);
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// Length of a tag: `[fw-` + 8 hex + `]`.
-pub const TAG_LEN: usize = 13;
+const TAG_LEN: usize = MarkerId::TAG_LEN;
 
 /// One `@claude` marker found in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,8 +54,8 @@ pub struct Marker {
     /// delimiter and trailing whitespace; the lines of a multi-line ask joined with `\n`, their
     /// comment tokens and decoration (`*` columns) removed.
     pub text: String,
-    /// `fw-xxxxxxxx` when the marker is already stamped.
-    pub tag: Option<String>,
+    /// The marker's id when it is already stamped.
+    pub tag: Option<MarkerId>,
     /// Name of the file's language in the table.
     pub language: String,
     /// What decided that this hit is inside a comment.
@@ -60,15 +63,31 @@ pub struct Marker {
 }
 
 impl Marker {
+    /// True once the marker carries a tag: it was announced and never fires again.
     pub fn is_tagged(&self) -> bool {
         self.tag.is_some()
     }
 }
 
+/// A marker before its position is known: byte offsets only, turned into a [`Marker`] by
+/// [`Positions::place`] once all markers of the file are found.
+#[derive(Debug, Clone)]
+struct Found {
+    /// Byte offset of the trigger.
+    hit: usize,
+    comment: Range<usize>,
+    insert_at: usize,
+    text: String,
+    tag: Option<MarkerId>,
+    decided_by: DecidedBy,
+}
+
 /// Whether the syntax tree or the fallback table decided that a marker is in a comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecidedBy {
+    /// The language's syntax tree says the hit is in a comment.
     Syntax,
+    /// The fallback table's line reading decided, for this reason.
     Fallback(FallbackReason),
 }
 
@@ -78,6 +97,14 @@ impl DecidedBy {
         match self {
             DecidedBy::Syntax => "syntax",
             DecidedBy::Fallback(_) => "fallback",
+        }
+    }
+
+    /// Why the fallback decided, `None` for the syntax tree.
+    pub fn reason(&self) -> Option<&FallbackReason> {
+        match self {
+            DecidedBy::Syntax => None,
+            DecidedBy::Fallback(reason) => Some(reason),
         }
     }
 }
@@ -130,6 +157,7 @@ pub struct Scanner<'t> {
 }
 
 impl<'t> Scanner<'t> {
+    /// A scanner for `trigger` over the languages of `table`.
     pub fn new(table: &'t LanguageTable, trigger: &str) -> Result<Scanner<'t>, BadTrigger> {
         if trigger.is_empty() || trigger.contains(|c: char| c.is_whitespace() || c == '[') {
             return Err(BadTrigger(trigger.to_string()));
@@ -141,12 +169,20 @@ impl<'t> Scanner<'t> {
         })
     }
 
+    /// The word that starts an ask.
     pub fn trigger(&self) -> &str {
         &self.trigger
     }
 
+    /// The language table this scanner reads files with.
     pub fn table(&self) -> &'t LanguageTable {
         self.table
+    }
+
+    /// True if `src` holds the trigger anywhere: the one memmem pass a file without markers
+    /// costs.
+    pub fn may_hold_marker(&self, src: &[u8]) -> bool {
+        self.finder.find(src).is_some()
     }
 
     /// Every marker in `src`, a file in language `lang`, in file order.
@@ -161,38 +197,41 @@ impl<'t> Scanner<'t> {
         let tags: Vec<usize> = hits
             .iter()
             .map(|&h| h + self.trigger.len())
-            .filter(|&at| parse_tag(&src[at..]).is_some())
+            .filter(|&at| MarkerId::from_tag(&src[at..]).is_some())
             .collect();
-        let mut markers = if tags.is_empty() {
+        let found = if tags.is_empty() {
             self.scan_untagged(lang, src, &hits)
         } else {
-            let mut untagged = Vec::with_capacity(src.len());
-            let mut cursor = 0;
-            for &at in &tags {
-                untagged.extend_from_slice(&src[cursor..at]);
-                cursor = at + TAG_LEN;
-            }
-            untagged.extend_from_slice(&src[cursor..]);
-            // Where each tag was, in the untagged bytes.
-            let removed: Vec<usize> =
-                tags.iter().enumerate().map(|(k, &at)| at - k * TAG_LEN).collect();
-            let back = |offset: usize| offset + removed.partition_point(|&r| r < offset) * TAG_LEN;
-            let hits: Vec<usize> = self.finder.find_iter(&untagged).collect();
-            let mut markers = self.scan_untagged(lang, &untagged, &hits);
-            for m in &mut markers {
-                m.comment = back(m.comment.start)..back(m.comment.end);
-                m.column = back(m.column); // the hit, until `Positions::fill`
-                m.insert_at = back(m.insert_at);
-                m.tag = parse_tag(&src[m.insert_at..]);
-            }
-            markers
+            self.scan_without_tags(lang, src, &tags)
         };
-        Positions::new(src).fill(&mut markers);
-        markers
+        Positions::new(src).place(found, &lang.name)
     }
 
-    /// Markers of `src` with offsets still raw (`column` holds the hit).
-    fn scan_untagged(&self, lang: &Language, src: &[u8], hits: &[usize]) -> Vec<Marker> {
+    /// Scans `src` as if the tags at `tags` were not there, then maps the offsets back.
+    fn scan_without_tags(&self, lang: &Language, src: &[u8], tags: &[usize]) -> Vec<Found> {
+        let mut untagged = Vec::with_capacity(src.len());
+        let mut cursor = 0;
+        for &at in tags {
+            untagged.extend_from_slice(&src[cursor..at]);
+            cursor = at + TAG_LEN;
+        }
+        untagged.extend_from_slice(&src[cursor..]);
+        // Where each tag was, in the untagged bytes.
+        let removed: Vec<usize> =
+            tags.iter().enumerate().map(|(k, &at)| at - k * TAG_LEN).collect();
+        let back = |offset: usize| offset + removed.partition_point(|&r| r < offset) * TAG_LEN;
+        let hits: Vec<usize> = self.finder.find_iter(&untagged).collect();
+        let mut found = self.scan_untagged(lang, &untagged, &hits);
+        for f in &mut found {
+            f.comment = back(f.comment.start)..back(f.comment.end);
+            f.hit = back(f.hit);
+            f.insert_at = back(f.insert_at);
+            f.tag = MarkerId::from_tag(&src[f.insert_at..]);
+        }
+        found
+    }
+
+    fn scan_untagged(&self, lang: &Language, src: &[u8], hits: &[usize]) -> Vec<Found> {
         match &lang.ts_language {
             Some(ts) => match self.scan_syntax(lang, ts, src, hits) {
                 Some(found) => found,
@@ -208,103 +247,97 @@ impl<'t> Scanner<'t> {
 
     // ---- the syntax path ---------------------------------------------------------------
 
+    /// Each hit in turn: locate the tree that owns it, find the comment around it, read the
+    /// ask, decide. `None` if the file could not be parsed.
     fn scan_syntax(
         &self,
         lang: &Language,
         ts: &tree_sitter::Language,
         src: &[u8],
         hits: &[usize],
-    ) -> Option<Vec<Marker>> {
+    ) -> Option<Vec<Found>> {
         let grammar = lang.grammar.as_deref().unwrap_or(&lang.name);
         let tree = parse(grammar, ts, src, None)?;
-        let root = tree.root_node();
-        let mut injected: HashMap<usize, Option<(&Language, Tree)>> = HashMap::new();
-        let mut fallback: Option<Vec<Marker>> = None;
-        let mut markers: Vec<Marker> = Vec::new();
-        let end = self.trigger.len();
-
+        let mut injected = HashMap::new();
+        // The line-based reading of the file, made once if a hit lies next to a syntax error.
+        let confirmed = OnceCell::new();
+        let mut found: Vec<Found> = Vec::new();
         for &hit in hits {
-            if markers.last().is_some_and(|m| m.comment.contains(&hit)) {
-                continue;
+            if found.last().is_some_and(|f| f.comment.contains(&hit)) {
+                continue; // a later line of a paragraph or block already read
             }
-            let Some(node) = root.descendant_for_byte_range(hit, hit + end) else {
+            let Some(at) = self.locate(lang, tree.root_node(), &mut injected, src, hit) else {
                 continue;
             };
-            // Is the hit inside a region another grammar owns (`<script>`, Markdown inline)?
-            let (row, sub_root) = match embedded_region(self.table, lang, node, src) {
-                Embedded::No => (lang, None),
-                Embedded::Opaque => continue,
-                Embedded::Yes(row, region) => {
-                    let entry = injected.entry(region.start).or_insert_with(|| {
-                        let ts = row.ts_language.as_ref()?;
-                        let grammar = row.grammar.as_deref()?;
-                        parse(grammar, ts, src, Some(region)).map(|t| (row, t))
-                    });
-                    match entry {
-                        Some((row, tree)) => (*row, Some(tree.root_node())),
-                        None => continue,
-                    }
-                }
-            };
-            let node = match sub_root {
-                Some(r) => match r.descendant_for_byte_range(hit, hit + end) {
-                    Some(n) => n,
-                    None => continue,
-                },
-                None => node,
-            };
-            let (comment, range) = if let Some(lexed) = lexed_ancestor(row, node) {
-                // Text the grammar leaves unparsed (a C macro body): read it with the tokens.
-                let lexer = FallbackLexer::new(row);
-                let Some(range) = lexer.comment_containing(src, lexed.byte_range(), hit) else {
-                    continue;
-                };
-                (lexed, range)
-            } else {
-                let Some(comment) = enclosing_comment(row, node) else {
-                    continue;
-                };
-                if lang_hides_comment(lang, comment, src) || parent_is_string(comment) {
-                    continue;
-                }
-                let Some(range) = comment_range(row, src, comment.byte_range(), hit) else {
-                    continue;
-                };
-                (comment, range)
-            };
-            if row.comments_start_line && !starts_its_line(src, range.start) {
-                continue;
+            if let Some(marker) = self.marker_at(lang, &at, src, hit, &confirmed) {
+                found.push(marker);
             }
-            let Some(mut body) = self.read_comment(row, src, range.clone(), hit) else {
-                continue;
-            };
-            let tree_root = sub_root.unwrap_or(root);
-            let mut range = range;
-            if body.line_comment {
-                // Line comments of the same style right below: one paragraph, one ask.
-                let (end, lines) = self.paragraph(row, tree_root, src, &range, hit);
-                range.end = end;
-                for line in lines {
-                    body.text.push('\n');
-                    body.text.push_str(&line);
-                }
-            }
-            let decided_by = if near_error(comment, tree_root, line_around(src, range.clone())) {
-                // Keep it only if the line-based reading agrees: an unterminated string may
-                // have turned the rest of the file into look-alike comments.
-                let confirmed = fallback.get_or_insert_with(|| {
-                    self.scan_fallback(row, src, FallbackReason::SyntaxError, true)
-                });
-                if !confirmed.iter().any(|m| m.insert_at == body.insert_at) {
-                    continue;
-                }
-                DecidedBy::Fallback(FallbackReason::SyntaxError)
-            } else {
-                DecidedBy::Syntax
-            };
-            markers.push(body.into_marker(range, lang, decided_by));
         }
-        Some(markers)
+        Some(found)
+    }
+
+    /// The language row and tree that own `hit`: the file's own, or an embedded language's
+    /// (`<script>`, Markdown inline), parsed once per region. `None` for an opaque region.
+    fn locate<'a>(
+        &self,
+        lang: &'a Language,
+        root: Node<'a>,
+        injected: &'a mut HashMap<usize, Option<(&'t Language, Tree)>>,
+        src: &[u8],
+        hit: usize,
+    ) -> Option<Located<'a>> {
+        let end = hit + self.trigger.len();
+        let node = root.descendant_for_byte_range(hit, end)?;
+        let (row, region) = match embedded_region(self.table, lang, node, src) {
+            Embedded::No => return Some(Located { row: lang, root, node }),
+            Embedded::Opaque => return None,
+            Embedded::Yes(row, region) => (row, region),
+        };
+        let entry = injected.entry(region.start).or_insert_with(|| {
+            let ts = row.ts_language.as_ref()?;
+            let grammar = row.grammar.as_deref()?;
+            parse(grammar, ts, src, Some(region)).map(|t| (row, t))
+        });
+        let (row, tree) = entry.as_ref()?;
+        let root = tree.root_node();
+        Some(Located { row, root, node: root.descendant_for_byte_range(hit, end)? })
+    }
+
+    /// The marker whose trigger is at `hit`, if the tree says it starts a comment's body.
+    fn marker_at(
+        &self,
+        lang: &Language,
+        at: &Located,
+        src: &[u8],
+        hit: usize,
+        confirmed: &OnceCell<Vec<Found>>,
+    ) -> Option<Found> {
+        let (comment, range) = comment_around(lang, at.row, at.node, src, hit)?;
+        if at.row.comments_start_line && !starts_its_line(src, range.start) {
+            return None;
+        }
+        let mut body = self.read_comment(at.row, src, range.clone(), hit)?;
+        let mut range = range;
+        if body.line_comment {
+            // Line comments of the same style right below: one paragraph, one ask.
+            let (end, lines) = self.paragraph(at.row, at.root, src, &range, hit);
+            range.end = end;
+            for line in lines {
+                body.text.push('\n');
+                body.text.push_str(&line);
+            }
+        }
+        let decided_by = if near_error(comment, at.root, line_around(src, range.clone())) {
+            // Keep it only if the line-based reading agrees: an unterminated string may
+            // have turned the rest of the file into look-alike comments.
+            let confirmed = confirmed
+                .get_or_init(|| self.scan_fallback(at.row, src, FallbackReason::SyntaxError, true));
+            confirmed.iter().find(|f| f.insert_at == body.insert_at)?;
+            DecidedBy::Fallback(FallbackReason::SyntaxError)
+        } else {
+            DecidedBy::Syntax
+        };
+        Some(body.into_found(range, decided_by))
     }
 
     // ---- the fallback path -------------------------------------------------------------
@@ -320,7 +353,7 @@ impl<'t> Scanner<'t> {
         src: &[u8],
         reason: FallbackReason,
         blocks_over_lines: bool,
-    ) -> Vec<Marker> {
+    ) -> Vec<Found> {
         let lexer = FallbackLexer::new(lang);
         let mut markers = Vec::new();
         let mut state = LexState::Code;
@@ -346,7 +379,7 @@ impl<'t> Scanner<'t> {
                         let hit = range.start + hit;
                         if let Some(body) = self.read_comment(lang, src, range.clone(), hit) {
                             let by = DecidedBy::Fallback(reason.clone());
-                            markers.push(body.into_marker(range, lang, by));
+                            markers.push(body.into_found(range, by));
                         }
                     }
                 }
@@ -381,7 +414,7 @@ impl<'t> Scanner<'t> {
         if after > body_end {
             return None;
         }
-        let (tag, payload) = match parse_tag(&src[after..body_end]) {
+        let (tag, payload) = match MarkerId::from_tag(&src[after..body_end]) {
             Some(tag) => (Some(tag), after + TAG_LEN),
             None => (None, after),
         };
@@ -514,26 +547,52 @@ fn line_start(src: &[u8], offset: usize) -> usize {
 struct Body {
     hit: usize,
     insert_at: usize,
-    tag: Option<String>,
+    tag: Option<MarkerId>,
     text: String,
     /// A line comment (`//`, `#`), which a paragraph may continue.
     line_comment: bool,
 }
 
 impl Body {
-    fn into_marker(self, comment: Range<usize>, lang: &Language, decided_by: DecidedBy) -> Marker {
-        Marker {
-            line: 0,
-            end_line: 0,
-            column: self.hit, // replaced by `Positions::fill`
+    fn into_found(self, comment: Range<usize>, decided_by: DecidedBy) -> Found {
+        Found {
+            hit: self.hit,
             comment,
             insert_at: self.insert_at,
             text: self.text,
             tag: self.tag,
-            language: lang.name.clone(),
             decided_by,
         }
     }
+}
+
+/// Where a hit lies: the language row and syntax tree that own it, and its smallest node.
+struct Located<'a> {
+    row: &'a Language,
+    root: Node<'a>,
+    node: Node<'a>,
+}
+
+/// The comment node around `hit` (from `node` up) and the comment's own byte range, unless the
+/// host language says that node is no comment (an HTML attribute value, a string's text).
+fn comment_around<'a>(
+    lang: &Language,
+    row: &Language,
+    node: Node<'a>,
+    src: &[u8],
+    hit: usize,
+) -> Option<(Node<'a>, Range<usize>)> {
+    if let Some(lexed) = lexed_ancestor(row, node) {
+        // Text the grammar leaves unparsed (a C macro body): read it with the tokens.
+        let range = FallbackLexer::new(row).comment_containing(src, lexed.byte_range(), hit)?;
+        return Some((lexed, range));
+    }
+    let comment = enclosing_comment(row, node)?;
+    if lang_hides_comment(lang, comment, src) || parent_is_string(comment) {
+        return None;
+    }
+    let range = comment_range(row, src, comment.byte_range(), hit)?;
+    Some((comment, range))
 }
 
 /// Recognises the comment's opening token at the start of `prefix` (the bytes between the
@@ -558,16 +617,6 @@ fn opening_token<'l>(lang: &'l Language, prefix: &[u8]) -> Option<Option<&'l str
         });
         ok.then_some(close)
     })
-}
-
-/// `[fw-xxxxxxxx]` at the start of `bytes` → `fw-xxxxxxxx`.
-pub fn parse_tag(bytes: &[u8]) -> Option<String> {
-    let tag = bytes.get(..TAG_LEN)?;
-    let hex = &tag[4..12];
-    let ok = tag.starts_with(b"[fw-")
-        && tag[12] == b']'
-        && hex.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
-    ok.then(|| String::from_utf8_lossy(&tag[1..12]).into_owned())
 }
 
 fn trim_end(bytes: &[u8]) -> &[u8] {
@@ -834,22 +883,34 @@ impl<'s> Positions<'s> {
         Positions { src, offset: 0, line: 1, line_start: 0 }
     }
 
-    /// Markers hold the trigger offset in `column` until this runs.
-    fn fill(&mut self, markers: &mut [Marker]) {
-        markers.sort_by_key(|m| m.column);
-        for m in markers.iter_mut() {
-            let hit = m.column;
-            for i in memchr::memchr_iter(b'\n', &self.src[self.offset..hit]) {
-                self.line += 1;
-                self.line_start = self.offset + i + 1;
-            }
-            self.offset = hit;
-            let bom = if self.line_start == 0 && self.src.starts_with(BOM) { BOM.len() } else { 0 };
-            m.line = self.line;
-            m.end_line =
-                self.line + memchr::memchr_iter(b'\n', &self.src[hit..m.comment.end]).count();
-            m.column = hit - self.line_start - bom + 1;
-        }
+    /// The markers of one file in file order, with their lines and columns.
+    fn place(&mut self, mut found: Vec<Found>, language: &str) -> Vec<Marker> {
+        found.sort_by_key(|f| f.hit);
+        found
+            .into_iter()
+            .map(|f| {
+                let hit = f.hit;
+                for i in memchr::memchr_iter(b'\n', &self.src[self.offset..hit]) {
+                    self.line += 1;
+                    self.line_start = self.offset + i + 1;
+                }
+                self.offset = hit;
+                let bom =
+                    if self.line_start == 0 && self.src.starts_with(BOM) { BOM.len() } else { 0 };
+                let asked_over = memchr::memchr_iter(b'\n', &self.src[hit..f.comment.end]).count();
+                Marker {
+                    line: self.line,
+                    end_line: self.line + asked_over,
+                    column: hit - self.line_start - bom + 1,
+                    comment: f.comment,
+                    insert_at: f.insert_at,
+                    text: f.text,
+                    tag: f.tag,
+                    language: language.to_string(),
+                    decided_by: f.decided_by,
+                }
+            })
+            .collect()
     }
 }
 
@@ -857,7 +918,7 @@ impl<'s> Positions<'s> {
 mod tests {
     use super::*;
 
-    fn scan(lang: &str, src: &str) -> Vec<(usize, usize, String, Option<String>, &'static str)> {
+    fn scan(lang: &str, src: &str) -> Vec<(usize, usize, String, Option<MarkerId>, &'static str)> {
         let table = LanguageTable::builtin();
         let scanner = Scanner::new(table, DEFAULT_TRIGGER).unwrap();
         scanner
@@ -874,7 +935,7 @@ mod tests {
             found,
             vec![
                 (1, 10, "@claude why one?".into(), None, "syntax"),
-                (2, 3, "@claude done".into(), Some("fw-0123abcd".into()), "syntax"),
+                (2, 3, "@claude done".into(), Some("fw-0123abcd".parse().unwrap()), "syntax"),
             ]
         );
     }
@@ -964,14 +1025,6 @@ mod tests {
         let src = b"  # @claude one\nx = 1 # @claude two\ns = \"\"\"\n# @claude three\n\"\"\"\n# @claude four\n";
         let found: Vec<usize> = scanner.scan(&lang, src).iter().map(|m| m.line).collect();
         assert_eq!(found, vec![1, 6]);
-    }
-
-    #[test]
-    fn parse_tag_accepts_only_the_exact_shape() {
-        assert_eq!(parse_tag(b"[fw-0123abcd] x").as_deref(), Some("fw-0123abcd"));
-        assert_eq!(parse_tag(b"[fw-0123ABCD] x"), None);
-        assert_eq!(parse_tag(b"[fw-0123abc] x"), None);
-        assert_eq!(parse_tag(b"[fw-0123abcd"), None);
     }
 
     #[test]

@@ -4,17 +4,16 @@
 //! ```text
 //!  stdin ─► line filter ─► rmcp service ─► line writer ─► stdout      (JSON-RPC only)
 //!                              ▲
-//!  Watch ─► LivePipeline ─► announcer (queues until `notifications/initialized`)
+//!  Live (watch → pipeline) ─► announcer (queues until `notifications/initialized`)
 //! ```
 //! The line filter answers malformed or oversized lines with a JSON-RPC parse error instead of
 //! letting them reach (and end) the session; the line writer is the only thing that writes to
 //! stdout, one whole message per line.
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -29,10 +28,11 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Mutex};
 
+use crate::error::StartError;
+use crate::id::MarkerId;
 use crate::languages::LanguageTable;
-use crate::pipeline::{self, relative, Ask, LivePipeline};
+use crate::pipeline::{self, relative, Ask, Live, LiveOptions};
 use crate::scan::Scanner;
-use crate::watch::Watch;
 
 /// The notification method Claude Code listens to.
 pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
@@ -43,6 +43,23 @@ pub const MAX_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
 /// Incoming lines longer than this are answered with a parse error and dropped.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// Threads a `list_asks` or `resolve_ask` call walks the tree with: the tools answer while the
+/// live worker keeps running, so leave it a core.
+const TOOL_THREADS: usize = 2;
+
+/// Asks found but not yet handed to the announcer.
+const ASK_QUEUE: usize = 1024;
+
+/// Pipe buffers between the line filter, rmcp and the line writer.
+const PIPE_BUFFER: usize = 1 << 20;
+
+/// How much of stdin is read at a time.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Replies the line filter makes itself (parse errors, the discover probe) waiting for the
+/// line writer.
+const FILTER_REPLIES: usize = 64;
 
 /// What Claude reads in its system prompt about this server (kept well under 4096 chars).
 pub const INSTRUCTIONS: &str = "\
@@ -56,14 +73,6 @@ id (or delete the whole marker comment yourself) so the file is clean; the marke
 @claude[fw-…] when it was delivered, and a tagged marker never fires again. list_asks shows the \
 asks still open in the tree. If a message has no replyTo, the file could not be tagged \
 (read-only): handle the ask, and tell the user to remove the marker.";
-
-/// How the server is started.
-#[derive(Debug, Clone)]
-pub struct ServeOptions {
-    pub root: PathBuf,
-    pub debounce: Duration,
-    pub trigger: String,
-}
 
 /// State shared by the handler, the announcer and the tools.
 struct Shared {
@@ -103,7 +112,7 @@ pub fn channel_notification(ask: &Ask) -> Value {
     meta.insert("line".into(), json!(ask.marker.line.to_string()));
     meta.insert("end_line".into(), json!(ask.marker.end_line.to_string()));
     if let Some(id) = ask.id() {
-        meta.insert("replyTo".into(), json!(id));
+        meta.insert("replyTo".into(), json!(id.to_string()));
     } else {
         meta.insert("stamped".into(), json!("false"));
     }
@@ -115,7 +124,7 @@ async fn send_ask(peer: &Peer<RoleServer>, ask: &Ask) {
     let params = channel_notification(ask);
     let note = CustomNotification::new(CHANNEL_METHOD, Some(params));
     match peer.send_notification(ServerNotification::CustomNotification(note)).await {
-        Ok(()) => tracing::info!("announced {}:{} {:?}", ask.file, ask.marker.line, ask.id()),
+        Ok(()) => tracing::debug!("announced {}:{} {:?}", ask.file, ask.marker.line, ask.id()),
         Err(e) => tracing::warn!("could not announce {}:{}: {e}", ask.file, ask.marker.line),
     }
 }
@@ -126,6 +135,7 @@ pub struct FilewatchServer {
     shared: Arc<Shared>,
 }
 
+/// Arguments of `list_asks`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ListAsksArgs {
     /// Only list markers in this file or directory (relative to the project root).
@@ -133,6 +143,7 @@ pub struct ListAsksArgs {
     pub path: Option<String>,
 }
 
+/// Arguments of `resolve_ask`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ResolveAskArgs {
     /// The ask's id: the `replyTo` of its channel message, `fw-` and 8 hex digits.
@@ -173,20 +184,13 @@ impl FilewatchServer {
         };
         let result = tokio::task::spawn_blocking(move || -> Result<Value, McpError> {
             let scanner = shared.scanner()?;
-            let report = pipeline::scan_paths(&scanner, &[scope], 2);
+            let report = pipeline::scan_paths(&scanner, &[scope], TOOL_THREADS);
             let (mut pending, mut unannounced) = (Vec::new(), Vec::new());
             for f in &report.files {
                 let file = relative(&shared.root, &f.path);
                 for m in &f.markers {
-                    let entry = json!({"file": file, "line": m.line, "end_line": m.end_line, "text": m.text, "language": m.language});
-                    match &m.tag {
-                        Some(id) => {
-                            let mut e = entry;
-                            e["id"] = json!(id);
-                            pending.push(e);
-                        }
-                        None => unannounced.push(entry),
-                    }
+                    let list = if m.is_tagged() { &mut pending } else { &mut unannounced };
+                    list.push(serde_json::to_value(m.view(&file)).unwrap_or_default());
                 }
             }
             Ok(json!({"pending": pending, "unannounced": unannounced}))
@@ -203,17 +207,15 @@ impl FilewatchServer {
         &self,
         Parameters(args): Parameters<ResolveAskArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let Some(id) = pipeline::parse_id(&args.id) else {
-            return Ok(error_result(format!(
-                "{:?} is not an ask id (fw- and 8 lowercase hex digits)",
-                args.id
-            )));
+        let id: MarkerId = match args.id.parse() {
+            Ok(id) => id,
+            Err(e) => return Ok(error_result(e.to_string())),
         };
         let shared = self.shared.clone();
         let outcome = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
             let scanner = shared.scanner().map_err(|e| e.message.to_string())?;
             let root = [shared.root.clone()];
-            let done: Vec<String> = pipeline::resolve_in_tree(&scanner, &root, &id, 2)
+            let done: Vec<String> = pipeline::resolve_in_tree(&scanner, &root, id, TOOL_THREADS)
                 .map_err(|e| format!("{id}: {e}"))?
                 .iter()
                 .map(|p| relative(&shared.root, p))
@@ -226,7 +228,7 @@ impl FilewatchServer {
         .await
         .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         Ok(match outcome {
-            Ok(files) => text_result(json!({"resolved": args.id.trim(), "files": files})),
+            Ok(files) => text_result(json!({"resolved": id.to_string(), "files": files})),
             Err(message) => error_result(message),
         })
     }
@@ -264,7 +266,7 @@ impl ServerHandler for FilewatchServer {
             send_ask(&context.peer, &ask).await;
         }
         channel.peer = Some(context.peer);
-        tracing::info!("client initialized; channel open");
+        tracing::debug!("client initialized; channel open");
     }
 }
 
@@ -333,7 +335,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut reader = BufReader::with_capacity(READ_BUFFER, input);
     loop {
         match read_line(&mut reader, MAX_LINE).await {
             Ok(None) => break,
@@ -405,24 +407,22 @@ where
     }
 }
 
-/// Serves MCP over `input`/`output` until the input ends or `stop` is set. Asks produced by
-/// `asks` (the pipeline) are announced. Used by [`run`] with stdio and by tests with pipes.
+/// Serves MCP over `input`/`output` until the input ends, announcing the asks that arrive on
+/// `asks`. Used by [`run`] with stdio and by tests with pipes.
 pub async fn serve<R, W>(
-    shared_root: PathBuf,
+    root: PathBuf,
     trigger: String,
     input: R,
     output: W,
     mut asks: mpsc::Receiver<Ask>,
-) -> anyhow::Result<()>
-where
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let shared =
-        Arc::new(Shared { root: shared_root, trigger, channel: Mutex::new(Channel::default()) });
-    let (rmcp_in, filter_end) = tokio::io::duplex(1 << 20);
-    let (writer_end, rmcp_out) = tokio::io::duplex(1 << 20);
-    let (err_tx, err_rx) = mpsc::channel(64);
+    let shared = Arc::new(Shared { root, trigger, channel: Mutex::new(Channel::default()) });
+    let (rmcp_in, filter_end) = tokio::io::duplex(PIPE_BUFFER);
+    let (writer_end, rmcp_out) = tokio::io::duplex(PIPE_BUFFER);
+    let (err_tx, err_rx) = mpsc::channel(FILTER_REPLIES);
     let filter = tokio::spawn(filter_input(input, filter_end, err_tx));
     let writer = tokio::spawn(write_output(writer_end, err_rx, output));
     let announcer = {
@@ -443,62 +443,26 @@ where
     announcer.abort();
     filter.abort();
     let _ = writer.await;
-    Ok(())
 }
 
-/// The whole server: watch `root`, run the pipeline, serve MCP on stdin/stdout. Returns when
-/// stdin closes or on SIGTERM/SIGINT, with the watcher and pipeline stopped (no stamp left
+/// The whole server: watch the root, run the live worker, serve MCP on stdin/stdout. Returns
+/// when stdin closes or on SIGTERM/SIGINT, with the watcher and worker stopped (no stamp left
 /// half-done, so no temp file behind).
-pub async fn run(options: ServeOptions) -> anyhow::Result<()> {
-    let table = LanguageTable::builtin();
-    let scanner = Scanner::new(table, &options.trigger)?;
-    let (watch, changes) = Watch::start(&options.root, options.debounce)?;
-    let root = watch.root.clone();
-    tracing::info!("filewatch-mcp {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
-    let (ask_tx, ask_rx) = mpsc::channel(1024);
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let stop = stop.clone();
-        let mut live = LivePipeline::new(root.clone(), scanner);
-        std::thread::Builder::new().name("pipeline".into()).spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                match changes.recv_timeout(Duration::from_millis(50)) {
-                    Ok(change) => {
-                        for ask in live.process(&change.path, change.from_git.as_ref()) {
-                            if ask_tx.blocking_send(ask).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
-                }
-            }
-        })?
-    };
+pub async fn run(options: LiveOptions) -> Result<(), StartError> {
+    let (ask_tx, ask_rx) = mpsc::channel(ASK_QUEUE);
+    let mut live = Live::start(&options, move |ask| match ask_tx.blocking_send(ask) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(_) => ControlFlow::Break(()), // the session is over
+    })?;
+    tracing::debug!("filewatch-mcp {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
+    let root = live.root().to_path_buf();
     let session =
         serve(root, options.trigger.clone(), tokio::io::stdin(), tokio::io::stdout(), ask_rx);
     tokio::select! {
-        r = session => r?,
-        _ = shutdown_signal() => tracing::info!("signal received; stopping"),
+        () = session => {}
+        () = live.finished() => {}
+        () = crate::sys::shutdown_signal() => tracing::debug!("signal received; stopping"),
     }
-    stop.store(true, Ordering::SeqCst);
-    // The pipeline finishes the file at hand (a stamp is never left half-done).
-    let _ = tokio::task::spawn_blocking(move || worker.join()).await;
-    watch.stop();
+    let _ = tokio::task::spawn_blocking(move || live.stop()).await;
     Ok(())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }

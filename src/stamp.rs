@@ -3,39 +3,24 @@
 
 use std::collections::HashSet;
 
-use memchr::memmem;
-
+use crate::id::MarkerId;
 use crate::scan::Marker;
 
 /// One tag to insert: `[id]` goes at `insert_at` (right after the trigger).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stamp {
+    /// Byte offset right after the trigger.
     pub insert_at: usize,
-    /// `fw-xxxxxxxx`.
-    pub id: String,
+    /// The new ask's id.
+    pub id: MarkerId,
 }
 
 /// A resolve that found nothing to remove.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
+    /// The file holds no marker tagged with this id.
     #[error("no marker with id {0} in this file")]
-    UnknownId(String),
-}
-
-/// An id `fw-` + 8 lowercase hex digits, taken from `random` (e.g. a v4 UUID), that occurs
-/// neither in `src` nor in `taken`. Redraws on a clash.
-pub fn fresh_id(src: &[u8], taken: &HashSet<String>, mut random: impl FnMut() -> u128) -> String {
-    loop {
-        let id = format!("fw-{:08x}", (random() >> 96) as u32);
-        if !taken.contains(&id) && memmem::find(src, id.as_bytes()).is_none() {
-            return id;
-        }
-    }
-}
-
-/// A v4 UUID as the randomness for [`fresh_id`].
-pub fn uuid_random() -> u128 {
-    uuid::Uuid::new_v4().as_u128()
+    UnknownId(MarkerId),
 }
 
 /// Stamps for every untagged marker, each with a fresh id unique in `src` and among themselves.
@@ -43,8 +28,8 @@ pub fn plan(src: &[u8], markers: &[Marker], mut random: impl FnMut() -> u128) ->
     let mut taken = HashSet::new();
     let mut stamps = Vec::new();
     for m in markers.iter().filter(|m| !m.is_tagged()) {
-        let id = fresh_id(src, &taken, &mut random);
-        taken.insert(id.clone());
+        let id = MarkerId::fresh(src, &taken, &mut random);
+        taken.insert(id);
         stamps.push(Stamp { insert_at: m.insert_at, id });
     }
     stamps
@@ -57,13 +42,11 @@ pub fn plan(src: &[u8], markers: &[Marker], mut random: impl FnMut() -> u128) ->
 pub fn splice(src: &[u8], stamps: &[Stamp]) -> Vec<u8> {
     let mut order: Vec<&Stamp> = stamps.iter().collect();
     order.sort_by_key(|s| s.insert_at);
-    let mut out = Vec::with_capacity(src.len() + stamps.len() * (crate::scan::TAG_LEN));
+    let mut out = Vec::with_capacity(src.len() + stamps.len() * MarkerId::TAG_LEN);
     let mut cursor = 0;
     for s in order {
         out.extend_from_slice(&src[cursor..s.insert_at]);
-        out.push(b'[');
-        out.extend_from_slice(s.id.as_bytes());
-        out.push(b']');
+        out.extend_from_slice(s.id.tag().as_bytes());
         cursor = s.insert_at;
     }
     out.extend_from_slice(&src[cursor..]);
@@ -73,14 +56,14 @@ pub fn splice(src: &[u8], stamps: &[Stamp]) -> Vec<u8> {
 /// `src` without the marker(s) tagged `id`: a comment alone on its line goes with its whole line
 /// (line ending included); a comment after code goes with the whitespace before it; a comment
 /// before code goes with the whitespace after it. Nothing else changes.
-pub fn resolve(src: &[u8], markers: &[Marker], id: &str) -> Result<Vec<u8>, ResolveError> {
+pub fn resolve(src: &[u8], markers: &[Marker], id: MarkerId) -> Result<Vec<u8>, ResolveError> {
     let mut cuts: Vec<(usize, usize)> = markers
         .iter()
-        .filter(|m| m.tag.as_deref() == Some(id))
+        .filter(|m| m.tag == Some(id))
         .map(|m| removal(src, m.comment.start, m.comment.end))
         .collect();
     if cuts.is_empty() {
-        return Err(ResolveError::UnknownId(id.to_string()));
+        return Err(ResolveError::UnknownId(id));
     }
     cuts.sort_unstable();
     let mut out = Vec::with_capacity(src.len());
@@ -148,6 +131,10 @@ mod tests {
         Scanner::new(table, "@claude").unwrap().scan(table.get(lang).unwrap(), src)
     }
 
+    fn id(text: &str) -> MarkerId {
+        text.parse().unwrap()
+    }
+
     fn counter() -> impl FnMut() -> u128 {
         let mut n = 0u128;
         move || {
@@ -198,10 +185,9 @@ mod tests {
     fn fresh_ids_avoid_ids_in_the_file_and_each_other() {
         let src = b"// fw-00000001 is mentioned here\n// @claude a\n// @claude b\n";
         let stamps = plan(src, &markers("rust", src), counter());
-        let ids: Vec<&str> = stamps.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<String> = stamps.iter().map(|s| s.id.to_string()).collect();
         assert_eq!(ids, ["fw-00000002", "fw-00000003"]);
-        let real = plan(src, &markers("rust", src), uuid_random);
-        assert!(real.iter().all(|s| s.id.len() == 11 && s.id.starts_with("fw-")));
+        let real = plan(src, &markers("rust", src), crate::id::uuid_random);
         assert_ne!(real[0].id, real[1].id);
     }
 
@@ -219,7 +205,7 @@ mod tests {
             ("go", b"package a\r// @claude[fw-0000000a] x\rvar b = 1\r", b"package a\rvar b = 1\r"),
         ];
         for (lang, src, want) in cases {
-            let got = resolve(src, &markers(lang, src), "fw-0000000a").unwrap();
+            let got = resolve(src, &markers(lang, src), id("fw-0000000a")).unwrap();
             assert_eq!(got, *want, "{}", String::from_utf8_lossy(src));
         }
         // Multi-line asks go whole: a paragraph, a block (its lines), nothing else.
@@ -241,11 +227,12 @@ mod tests {
             ),
         ];
         for (lang, src, want) in multi {
-            let got = resolve(src, &markers(lang, src), "fw-0000000a").unwrap();
+            let got = resolve(src, &markers(lang, src), id("fw-0000000a")).unwrap();
             assert_eq!(got, *want, "{}", String::from_utf8_lossy(src));
         }
-        let err = resolve(b"# @claude x\n", &markers("python", b"# @claude x\n"), "fw-12345678")
-            .unwrap_err();
+        let err =
+            resolve(b"# @claude x\n", &markers("python", b"# @claude x\n"), id("fw-12345678"))
+                .unwrap_err();
         assert_eq!(err.to_string(), "no marker with id fw-12345678 in this file");
     }
 }

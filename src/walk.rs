@@ -5,18 +5,27 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
+use ignore::gitignore::Gitignore;
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::{WalkBuilder, WalkState};
 
-/// Directories never walked, wherever they are, and file globs never read.
-pub const HARD_EXCLUDES: &[&str] =
-    &[".git/", "node_modules/", "dist/", "build/", "target/", ".venv/", "*.swp", "*.tmp", "*.lock"];
+use crate::git::GitDir;
+
+/// Directory names never walked or watched, wherever they are.
+const HARD_EXCLUDED_DIRS: &[&str] = &[".git", "node_modules", "dist", "build", "target", ".venv"];
+
+/// File names never read even inside watched directories: editor swap files, lock files, and
+/// our own temp files (`fsio`'s `.fw-tmp` suffix).
+const HARD_EXCLUDED_FILES: &[&str] = &["*.swp", "*.tmp", "*.lock", "*.fw-tmp"];
 
 /// The hard excludes as an `ignore` override (each glob negated, i.e. "ignore this").
 fn hard_excludes(root: &Path) -> Override {
     let mut builder = OverrideBuilder::new(root);
-    for glob in HARD_EXCLUDES {
-        builder.add(&format!("!{glob}")).expect("hard-exclude globs are valid");
+    let dirs = HARD_EXCLUDED_DIRS.iter().map(|d| format!("!{d}/"));
+    let files = HARD_EXCLUDED_FILES.iter().map(|f| format!("!{f}"));
+    for glob in dirs.chain(files) {
+        // The globs are constants above; a bad one is a bug caught by every test.
+        builder.add(&glob).expect("hard-exclude globs are valid");
     }
     builder.build().expect("hard-exclude globs are valid")
 }
@@ -68,22 +77,16 @@ pub fn files(paths: &[PathBuf], threads: usize) -> Vec<PathBuf> {
     out
 }
 
-/// File names never read even inside watched directories (editor swap files, lock files, our
-/// own temp files).
-const HARD_EXCLUDED_FILES: &[&str] = &["*.swp", "*.tmp", "*.lock", "*.fw-tmp"];
-
-/// Directory names never walked or watched.
-const HARD_EXCLUDED_DIRS: &[&str] = &[".git", "node_modules", "dist", "build", "target", ".venv"];
-
 /// The ignore rules of a watched tree, answering "is this path ignored?" for single paths as
 /// events arrive — the same rules the walker applies: hard excludes, then per directory `.ignore`
 /// over `.gitignore` (deeper directories first), then `.git/info/exclude`, then the global
 /// gitignore.
 pub struct IgnoreRules {
     root: PathBuf,
-    per_dir: std::collections::HashMap<PathBuf, Vec<ignore::gitignore::Gitignore>>,
-    exclude: ignore::gitignore::Gitignore,
-    global: ignore::gitignore::Gitignore,
+    git: Option<GitDir>,
+    per_dir: std::collections::HashMap<PathBuf, Vec<Gitignore>>,
+    exclude: Gitignore,
+    global: Gitignore,
     hard_files: globset::GlobSet,
 }
 
@@ -95,17 +98,15 @@ impl IgnoreRules {
         for g in HARD_EXCLUDED_FILES {
             hard.add(globset::Glob::new(g).expect("valid glob"));
         }
-        let exclude = git_dir(root)
-            .map(|g| {
-                let (m, _) = ignore::gitignore::Gitignore::new(g.join("info/exclude"));
-                m
-            })
-            .unwrap_or_else(ignore::gitignore::Gitignore::empty);
+        let git = GitDir::find(root);
+        let exclude =
+            git.as_ref().map_or_else(Gitignore::empty, |g| Gitignore::new(g.exclude_file()).0);
         IgnoreRules {
             root: root.to_path_buf(),
+            git,
             per_dir: std::collections::HashMap::new(),
             exclude,
-            global: ignore::gitignore::Gitignore::global().0,
+            global: Gitignore::global().0,
             hard_files: hard.build().expect("valid globs"),
         }
     }
@@ -116,7 +117,7 @@ impl IgnoreRules {
         for name in [".ignore", ".gitignore"] {
             let file = dir.join(name);
             if file.is_file() {
-                let (m, err) = ignore::gitignore::Gitignore::new(&file);
+                let (m, err) = Gitignore::new(&file);
                 if let Some(err) = err {
                     tracing::warn!("{}: {err}", file.display());
                 }
@@ -183,28 +184,13 @@ impl IgnoreRules {
     }
 }
 
-/// True for the files whose change changes the ignore rules.
-pub fn is_ignore_file(path: &Path) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str());
-    matches!(name, Some(".gitignore" | ".ignore")) || path.ends_with(".git/info/exclude")
-}
-
-/// The git directory of the repository holding `dir` (following a worktree's `.git` file).
-pub fn git_dir(dir: &Path) -> Option<PathBuf> {
-    let mut d = Some(dir);
-    while let Some(cur) = d {
-        let dot_git = cur.join(".git");
-        if dot_git.is_dir() {
-            return Some(dot_git);
-        }
-        if dot_git.is_file() {
-            let text = std::fs::read_to_string(&dot_git).ok()?;
-            let target = text.strip_prefix("gitdir:")?.trim();
-            return Some(cur.join(target));
-        }
-        d = cur.parent();
+impl IgnoreRules {
+    /// True for the files whose change changes the ignore rules.
+    pub fn is_rules_file(&self, path: &Path) -> bool {
+        let name = path.file_name().and_then(|n| n.to_str());
+        matches!(name, Some(".gitignore" | ".ignore"))
+            || self.git.as_ref().is_some_and(|g| path == g.exclude_file())
     }
-    None
 }
 
 #[cfg(test)]
@@ -240,5 +226,25 @@ mod tests {
         // A file named explicitly is always listed.
         let named = root.join("node_modules/m.js");
         assert_eq!(files(std::slice::from_ref(&named), 1), vec![named]);
+    }
+
+    /// The walker and the event filter apply one list: a path one skips, the other skips.
+    #[test]
+    fn walker_and_event_rules_share_the_hard_excludes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let names = ["a.py.fw-tmp", "x.swp", "y.lock", "z.tmp", "build/b.py", "ok.py"];
+        for f in names {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        let walked = files(std::slice::from_ref(&root), 1);
+        let rules = IgnoreRules::new(&root);
+        for f in names {
+            let p = root.join(f);
+            assert_eq!(walked.contains(&p), !rules.is_ignored(&p, false), "{f}");
+        }
+        assert_eq!(walked, vec![root.join("ok.py")]);
     }
 }

@@ -4,26 +4,24 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
 use notify::{RecursiveMode, Watcher as _};
 
+use crate::error::{Problem, StartError};
+use crate::git::{GitDir, GitWindow, IndexLock};
 use crate::walk::{self, IgnoreRules};
 
 /// Start-up progress is logged every this many directories.
 const PROGRESS_EVERY: usize = 10_000;
 
-/// An index lock older than this is stale (a crashed git leaves one behind): stop holding.
-const STALE_GIT_LOCK: Duration = Duration::from_secs(10);
-
 /// A file that changed and has been quiet for the debounce time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
+    /// The file, under the watched (canonical) root.
     pub path: PathBuf,
     /// Set when some event for it came while git held its index lock: git may have written it
     /// (checkout, pull, merge, rebase, stash) — or an editor's `git status` merely held the
@@ -31,98 +29,91 @@ pub struct Change {
     pub from_git: Option<GitWindow>,
 }
 
-/// What we knew when git took its index lock.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GitWindow {
-    /// The newest stash commit then: a `git stash pop` writes that commit's lines.
-    pub stash: Option<String>,
-}
-
 /// What the watcher could watch.
 #[derive(Debug, Clone, Default)]
 pub struct WatchStats {
+    /// Directories watched.
     pub dirs_watched: usize,
     /// Directories left unwatched because the OS watch limit was reached.
     pub dirs_unwatched: usize,
+    /// How long watching every directory took.
     pub took: Duration,
 }
 
-/// Why watching could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum WatchError {
-    #[error("{path}: cannot watch: {source}")]
-    Root { path: PathBuf, source: std::io::Error },
-    #[error(
-        "cannot create a file watcher: {0}. If this says \"too many open files\", the inotify \
-         instance limit is reached: raise it with `sudo sysctl fs.inotify.max_user_instances=512`"
-    )]
-    Create(notify::Error),
+/// What the watch thread waits for: file events, or the word to stop.
+enum Input {
+    Event(notify::Result<notify::Event>),
+    Stop,
 }
 
-/// A running watch; dropping it (or [`Watch::stop`]) ends the thread.
+/// A running watch; dropping it (or [`Watch::stop`]) ends the thread, and with it the stream
+/// of [`Change`]s.
 pub struct Watch {
-    stop: Arc<AtomicBool>,
+    input: Sender<Input>,
     thread: Option<JoinHandle<()>>,
-    /// The watched root, canonical: every [`Change`] path is under it.
-    pub root: PathBuf,
-    pub stats: WatchStats,
+    root: PathBuf,
+    stats: WatchStats,
 }
 
 impl Watch {
     /// Watches `root` (made canonical) and sends debounced changes to the returned receiver.
     /// Returns once every directory is watched.
-    pub fn start(root: &Path, debounce: Duration) -> Result<(Watch, Receiver<Change>), WatchError> {
+    pub fn start(root: &Path, debounce: Duration) -> Result<(Watch, Receiver<Change>), StartError> {
         let root = root
             .canonicalize()
-            .map_err(|source| WatchError::Root { path: root.to_path_buf(), source })?;
-        let (event_tx, event_rx) = mpsc::channel();
-        let watcher = notify::recommended_watcher(move |res| {
-            let _ = event_tx.send(res);
-        })
-        .map_err(WatchError::Create)?;
+            .map_err(|source| StartError::Root { path: root.to_path_buf(), source })?;
+        let (input, events) = mpsc::channel();
+        let watcher = {
+            let input = input.clone();
+            notify::recommended_watcher(move |res| {
+                let _ = input.send(Input::Event(res));
+            })
+            .map_err(StartError::Watcher)?
+        };
         let (change_tx, change_rx) = mpsc::channel();
-        let canonical_root = root.clone();
         let mut state = State {
-            git_dir: walk::git_dir(&root),
+            git: GitDir::find(&root),
             rules: IgnoreRules::new(&root),
-            root,
+            root: root.clone(),
             watcher,
             watched: HashSet::new(),
             unwatched: 0,
             limit_logged: false,
             pending: HashMap::new(),
-            git_lock: None,
+            index_lock: IndexLock::default(),
             debounce,
             out: change_tx,
         };
         let started = Instant::now();
-        state.watch_tree(&state.root.clone(), false);
+        state.watch_tree(&root, false);
         state.watch_git_dir();
         let stats = WatchStats {
             dirs_watched: state.watched.len(),
             dirs_unwatched: state.unwatched,
             took: started.elapsed(),
         };
-        tracing::info!(
-            "watching {} directories under {} ({} ms{})",
+        tracing::debug!(
+            "watching {} directories under {} ({} ms, {} unwatched)",
             stats.dirs_watched,
-            state.root.display(),
+            root.display(),
             stats.took.as_millis(),
-            if stats.dirs_unwatched > 0 {
-                format!(", {} left unwatched: inotify limit", stats.dirs_unwatched)
-            } else {
-                String::new()
-            }
+            stats.dirs_unwatched,
         );
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("watch".into())
-                .spawn(move || state.run(event_rx, &stop))
-                .expect("spawn the watch thread")
-        };
-        Ok((Watch { stop, thread: Some(thread), root: canonical_root, stats }, change_rx))
+        let thread = std::thread::Builder::new()
+            .name("watch".into())
+            .spawn(move || state.run(events))
+            .map_err(StartError::Thread)?;
+        Ok((Watch { input, thread: Some(thread), root, stats }, change_rx))
+    }
+
+    /// The watched root, canonical: every [`Change`] path is under it.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What could be watched at start-up.
+    pub fn stats(&self) -> &WatchStats {
+        &self.stats
     }
 
     /// Ends the watch thread and waits for it.
@@ -131,7 +122,7 @@ impl Watch {
     }
 
     fn shutdown(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.input.send(Input::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -144,16 +135,9 @@ impl Drop for Watch {
     }
 }
 
-/// Git's index lock as we saw it taken.
-struct GitLock {
-    window: GitWindow,
-    since: Instant,
-    stale_warned: bool,
-}
-
 struct State {
     root: PathBuf,
-    git_dir: Option<PathBuf>,
+    git: Option<GitDir>,
     rules: IgnoreRules,
     watcher: notify::RecommendedWatcher,
     watched: HashSet<PathBuf>,
@@ -161,30 +145,25 @@ struct State {
     limit_logged: bool,
     /// Files waiting for quiet: when they are due, and whether git may have written them.
     pending: HashMap<PathBuf, (Instant, Option<GitWindow>)>,
-    /// Set while git holds its index lock.
-    git_lock: Option<GitLock>,
+    index_lock: IndexLock,
     debounce: Duration,
     out: Sender<Change>,
 }
 
 impl State {
-    fn run(mut self, events: Receiver<notify::Result<notify::Event>>, stop: &AtomicBool) {
-        // Wake at least this often to notice `stop`.
-        const TICK: Duration = Duration::from_millis(100);
-        while !stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            let next_due = self.pending.values().map(|(due, _)| *due).min();
-            let wait = match next_due {
-                // While git holds its lock nothing is sent: wake on the tick, do not spin.
-                Some(_) if self.git_lock.is_some() => TICK,
-                Some(due) => due.saturating_duration_since(now).min(TICK),
-                None => TICK,
+    /// Waits for events, and wakes on its own only when a pending file falls due (or a held
+    /// git lock turns stale): nothing happens, nothing runs.
+    fn run(mut self, events: Receiver<Input>) {
+        loop {
+            let input = match self.next_wake() {
+                None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(at) => events.recv_timeout(at.saturating_duration_since(Instant::now())),
             };
-            match events.recv_timeout(wait) {
-                Ok(Ok(event)) => self.on_event(event),
-                Ok(Err(err)) => self.on_error(err),
+            match input {
+                Ok(Input::Event(Ok(event))) => self.on_event(event),
+                Ok(Input::Event(Err(err))) => self.on_error(err),
+                Ok(Input::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
             }
             if self.flush_due().is_err() {
                 break; // nobody listens any more
@@ -192,27 +171,21 @@ impl State {
         }
     }
 
+    /// When the thread must wake without an event, if ever.
+    fn next_wake(&self) -> Option<Instant> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        if let Some(stale) = self.index_lock.stale_at() {
+            return Some(stale); // git's lock is held: its removal is an event
+        }
+        self.pending.values().map(|(due, _)| *due).min()
+    }
+
     /// Sends the files whose quiet time is over; while git holds its index lock, waits.
     fn flush_due(&mut self) -> Result<(), mpsc::SendError<Change>> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() || self.index_lock.holds(self.git.as_ref()) {
             return Ok(());
-        }
-        if self.git_lock.is_some() && !self.git_lock_exists() {
-            self.git_lock = None; // its removal event may still be queued
-        }
-        if let Some(lock) = &mut self.git_lock {
-            if lock.since.elapsed() < STALE_GIT_LOCK {
-                return Ok(());
-            }
-            if !lock.stale_warned {
-                lock.stale_warned = true;
-                tracing::warn!(
-                    "{}/index.lock has been there for {} s; a crashed git left it? Not holding \
-                     saves for it any more (remove it if no git command is running)",
-                    self.git_dir.as_ref().map_or(String::new(), |g| g.display().to_string()),
-                    STALE_GIT_LOCK.as_secs()
-                );
-            }
         }
         let now = Instant::now();
         let mut due: Vec<(Instant, PathBuf)> = self
@@ -231,33 +204,40 @@ impl State {
         Ok(())
     }
 
-    fn git_lock_exists(&self) -> bool {
-        self.git_dir.as_ref().is_some_and(|g| g.join("index.lock").exists())
-    }
-
     fn schedule(&mut self, path: PathBuf) {
         let due = Instant::now() + self.debounce;
         let entry = self.pending.entry(path).or_insert((due, None));
         entry.0 = due;
         if entry.1.is_none() {
-            entry.1 = self.git_lock.as_ref().map(|l| l.window.clone());
+            entry.1 = self.index_lock.window();
         }
     }
 
-    /// The newest stash commit, read from the ref files (no git process per lock).
-    fn stash_ref(&self) -> Option<String> {
-        let git = self.git_dir.as_ref()?;
-        if let Ok(text) = std::fs::read_to_string(git.join("refs/stash")) {
-            return Some(text.trim().to_string()).filter(|s| !s.is_empty());
+    /// An event in the git directory: its index lock, or the exclude file.
+    fn on_git_event(&mut self, git: &GitDir, kind: &EventKind, path: &Path, moved_away: bool) {
+        // Reads are not changes: reloading `info/exclude` reads it, and that must not bring
+        // another reload.
+        if matches!(kind, EventKind::Access(_)) {
+            return;
         }
-        let packed = std::fs::read_to_string(git.join("packed-refs")).ok()?;
-        packed.lines().find_map(|l| l.strip_suffix(" refs/stash").map(str::to_string))
+        if git.is_index_lock(path) {
+            if matches!(kind, EventKind::Create(_)) {
+                self.index_lock.taken(git);
+            } else if moved_away {
+                self.index_lock.released();
+            }
+        }
+        if self.rules.is_rules_file(path) {
+            tracing::debug!("{} changed; ignore rules reloaded", path.display());
+            self.rules.reload_exclude();
+            self.rewalk(&self.root.clone());
+        }
     }
 
     fn on_event(&mut self, event: notify::Event) {
         if event.need_rescan() {
             // The OS dropped events (queue overflow): look at every file again.
-            tracing::warn!("file events were lost; rescanning the tree");
+            Problem::EventsLost.log();
             self.watch_tree(&self.root.clone(), true);
             return;
         }
@@ -268,29 +248,8 @@ impl State {
             let moved_away = matches!(event.kind, EventKind::Remove(_))
                 || matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
                 || (renamed_both && i == 0);
-            if self.git_dir.as_ref().is_some_and(|g| path.starts_with(g)) {
-                // Reads are not changes: reloading `info/exclude` reads it, and that must not
-                // bring another reload.
-                if matches!(event.kind, EventKind::Access(_)) {
-                    continue;
-                }
-                if path.file_name().is_some_and(|n| n == "index.lock") {
-                    // By the event, not by looking: git is fast, and the lock may be gone by
-                    // the time we read the event. Events come in order, so every file event
-                    // between the lock's creation and its removal (renamed to `index`) is git's.
-                    if matches!(event.kind, EventKind::Create(_)) {
-                        let window = GitWindow { stash: self.stash_ref() };
-                        self.git_lock =
-                            Some(GitLock { window, since: Instant::now(), stale_warned: false });
-                    } else if moved_away {
-                        self.git_lock = None;
-                    }
-                }
-                if path.ends_with("info/exclude") {
-                    tracing::info!("{} changed; ignore rules reloaded", path.display());
-                    self.rules.reload_exclude();
-                    self.rewalk(&self.root.clone());
-                }
+            if let Some(git) = self.git.clone().filter(|g| g.contains(path)) {
+                self.on_git_event(&git, &event.kind, path, moved_away);
                 continue;
             }
             if !path.starts_with(&self.root) {
@@ -317,7 +276,7 @@ impl State {
                 }
                 continue;
             }
-            if walk::is_ignore_file(path) {
+            if self.rules.is_rules_file(path) {
                 if let Some(dir) = path.parent() {
                     self.rules.load_dir(dir);
                     self.rewalk(dir);
@@ -334,24 +293,16 @@ impl State {
         if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) {
             self.log_limit();
         } else {
-            tracing::warn!("watch error: {err}");
+            Problem::Watcher(err).log();
         }
     }
 
+    /// The watch limit is logged once: every further directory would say the same.
     fn log_limit(&mut self) {
-        if self.limit_logged {
-            return;
+        if !self.limit_logged {
+            self.limit_logged = true;
+            Problem::WatchLimit.log();
         }
-        self.limit_logged = true;
-        let current = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "?".into());
-        tracing::error!(
-            "inotify watch limit reached (fs.inotify.max_user_watches = {current}): some \
-             directories are not watched and saves in them go unseen. Raise the limit with \
-             `sudo sysctl fs.inotify.max_user_watches=524288` (and add that line to \
-             /etc/sysctl.conf to keep it), then restart"
-        );
     }
 
     /// Watches `dir` and every directory below it that the rules let through; with
@@ -369,7 +320,7 @@ impl State {
             let entry = match entry {
                 Ok(e) => e,
                 Err(err) => {
-                    tracing::warn!("walking: {err}");
+                    Problem::Walk(err).log();
                     continue;
                 }
             };
@@ -409,7 +360,7 @@ impl State {
                 self.unwatched += 1;
                 self.log_limit();
             }
-            Err(err) => tracing::debug!("{}: not watched: {err}", dir.display()),
+            Err(source) => Problem::NotWatched { dir: dir.to_path_buf(), source }.log(),
         }
     }
 
@@ -445,18 +396,12 @@ impl State {
     }
 
     /// The git directory is outside the tree walk (hard-excluded), but its index lock tells
-    /// when git is writing the work tree: watch that one directory, not recursively.
+    /// when git is writing the work tree: watch the directories that say so, not recursively.
     fn watch_git_dir(&mut self) {
-        if let Some(g) = self.git_dir.clone() {
-            if let Err(err) = self.watcher.watch(&g, RecursiveMode::NonRecursive) {
-                tracing::warn!(
-                    "{}: not watched, git operations cannot be held: {err}",
-                    g.display()
-                );
-            }
-            let info = g.join("info");
-            if info.is_dir() {
-                let _ = self.watcher.watch(&info, RecursiveMode::NonRecursive);
+        let dirs = self.git.as_ref().map(GitDir::dirs_to_watch).unwrap_or_default();
+        for dir in dirs {
+            if let Err(source) = self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                Problem::GitNotWatched { dir, source }.log();
             }
         }
     }

@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use filewatch_mcp::languages::LanguageTable;
-use filewatch_mcp::pipeline::detect_language;
 use filewatch_mcp::scan::{Marker, Scanner, DEFAULT_TRIGGER};
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -146,7 +145,8 @@ fn run_case(case: &Case) -> Result<Vec<String>, String> {
     let bytes = input_bytes(case);
     let lang = match (attr(case, "language"), attr(case, "file")) {
         (Some(name), _) => table.get(name).ok_or_else(|| format!("no language named {name:?}"))?,
-        (None, Some(file)) => detect_language(table, Path::new(file), &bytes)
+        (None, Some(file)) => table
+            .detect(Path::new(file), &bytes)
             .ok_or_else(|| format!("no language for file {file:?}"))?,
         (None, None) => return Err("needs :language(NAME) or :file(NAME)".into()),
     };

@@ -5,9 +5,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use filewatch_mcp::languages::LanguageTable;
-use filewatch_mcp::pipeline::{Ask, LivePipeline};
 use filewatch_mcp::scan::{Scanner, DEFAULT_TRIGGER};
 use filewatch_mcp::server::{self, CHANNEL_METHOD};
+use filewatch_mcp::{Ask, LivePipeline};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, CustomNotification};
 use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -142,5 +142,5 @@ async fn handshake_notifications_and_tools() {
     assert_eq!(bad.is_error, Some(true));
 
     client.cancel().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), server_task).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server_task).await.unwrap().unwrap();
 }

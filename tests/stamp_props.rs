@@ -2,8 +2,11 @@
 //! tags and nothing else, keeps every marker a marker, is idempotent, and resolve undoes a line.
 
 use filewatch_mcp::languages::LanguageTable;
-use filewatch_mcp::scan::{Marker, Scanner, TAG_LEN};
-use filewatch_mcp::stamp::{plan, resolve, splice, uuid_random};
+use filewatch_mcp::scan::{Marker, Scanner};
+use filewatch_mcp::stamp::{plan, resolve, splice};
+use filewatch_mcp::{uuid_random, MarkerId};
+
+const TAG_LEN: usize = MarkerId::TAG_LEN;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -131,14 +134,14 @@ proptest! {
         // The same markers are found, now all tagged, with the planned ids.
         let after = scan(lang, &out);
         prop_assert_eq!(after.len(), before.len());
-        let mut ids = stamps.iter().map(|s| s.id.clone());
+        let mut ids = stamps.iter().map(|s| s.id);
         for (b, a) in before.iter().zip(&after) {
             // Same line and ask; its offset moved by exactly the tags stamped before it.
             let shift = stamps.iter().filter(|s| s.insert_at < b.insert_at).count() * TAG_LEN;
             prop_assert_eq!((b.line, &b.text, b.insert_at + shift), (a.line, &a.text, a.insert_at));
             prop_assert!(a.is_tagged());
             if !b.is_tagged() {
-                prop_assert_eq!(a.tag.clone(), ids.next());
+                prop_assert_eq!(a.tag, ids.next());
             }
         }
 
@@ -154,7 +157,7 @@ proptest! {
         };
         let stamps = plan(&src, std::slice::from_ref(m), uuid_random);
         let out = splice(&src, &stamps);
-        let resolved = resolve(&out, &scan(lang, &out), &stamps[0].id).unwrap();
+        let resolved = resolve(&out, &scan(lang, &out), stamps[0].id).unwrap();
         prop_assert_eq!(resolved, without_line(&src, m));
     }
 }

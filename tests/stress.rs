@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use filewatch_mcp::languages::LanguageTable;
-use filewatch_mcp::pipeline::stamp_file;
-use filewatch_mcp::scan::{Scanner, DEFAULT_TRIGGER, TAG_LEN};
+use filewatch_mcp::scan::{Scanner, DEFAULT_TRIGGER};
+use filewatch_mcp::{stamp_file, MarkerId};
 
 fn content(i: u32) -> String {
     format!("# header\n# @claude ask number {i}\ncounter = {i}\n")
@@ -20,7 +20,7 @@ fn content(i: u32) -> String {
 fn user_bytes(path: &Path) -> String {
     let mut bytes = std::fs::read(path).unwrap_or_default();
     while let Some(i) = memchr::memmem::find(&bytes, b"[fw-") {
-        bytes.drain(i..i + TAG_LEN);
+        bytes.drain(i..i + MarkerId::TAG_LEN);
     }
     String::from_utf8(bytes).unwrap()
 }
@@ -31,7 +31,7 @@ fn concurrent_writer_loses_nothing_and_ids_are_unique() {
     let path = Arc::new(dir.path().join("hot.py"));
     std::fs::write(&*path, content(0)).unwrap();
     let done = Arc::new(AtomicBool::new(false));
-    let ids = Arc::new(Mutex::new(Vec::<String>::new()));
+    let ids = Arc::new(Mutex::new(Vec::<MarkerId>::new()));
 
     let stamper = {
         let (path, done, ids) = (path.clone(), done.clone(), ids.clone());
@@ -91,7 +91,7 @@ fn concurrent_writer_loses_nothing_and_ids_are_unique() {
     let rounds = stamper.join().unwrap();
 
     let ids = ids.lock().unwrap();
-    let unique: HashSet<&String> = ids.iter().collect();
+    let unique: HashSet<&MarkerId> = ids.iter().collect();
     eprintln!(
         "stress: {last} writes, {rounds} stamp rounds, {} stamps, {} lost writes",
         ids.len(),

@@ -1,0 +1,104 @@
+//! The two kinds of trouble: a [`StartError`] stops the program before it serves anything; a
+//! [`Problem`] is one file or one directory going wrong while it runs — logged, never fatal.
+
+use std::path::PathBuf;
+
+use crate::fsio::{ReadError, WriteError};
+use crate::pipeline::EditError;
+use crate::scan::BadTrigger;
+
+/// Why the server or `watch` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The root cannot be resolved.
+    #[error("{path}: cannot watch: {source}")]
+    Root {
+        /// The root as given.
+        path: PathBuf,
+        /// Why it cannot be resolved.
+        source: std::io::Error,
+    },
+    /// The OS refused a file watcher.
+    #[error(
+        "cannot create a file watcher: {0}. If this says \"too many open files\", the inotify \
+         instance limit is reached: raise it with `sudo sysctl fs.inotify.max_user_instances=512`"
+    )]
+    Watcher(notify::Error),
+    /// A worker thread could not be started.
+    #[error("cannot start a thread: {0}")]
+    Thread(std::io::Error),
+    /// The trigger word is unusable.
+    #[error(transparent)]
+    Trigger(#[from] BadTrigger),
+}
+
+/// Something that went wrong with one file or directory while running. Each is logged once
+/// where it happens, at the level its variant calls for, and the run goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    /// A changed file could not be read.
+    #[error("{0}")]
+    Read(#[from] ReadError),
+    /// A stamp could not be written; its asks go out untagged, once.
+    #[error("{0}; announcing its asks once, untagged")]
+    Write(#[from] WriteError),
+    /// A stamp or resolve failed.
+    #[error("{0}")]
+    Edit(#[from] EditError),
+    /// The walker could not list part of the tree.
+    #[error("walking: {0}")]
+    Walk(#[from] ignore::Error),
+    /// The file watcher reported an error.
+    #[error("watch error: {0}")]
+    Watcher(notify::Error),
+    /// A directory could not be watched (other than by the watch limit).
+    #[error("{dir}: not watched: {source}")]
+    NotWatched {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: notify::Error,
+    },
+    /// The git directory could not be watched: git operations cannot be held.
+    #[error("{dir}: not watched, git operations cannot be held: {source}")]
+    GitNotWatched {
+        /// The git directory (or its `info/`).
+        dir: PathBuf,
+        /// Why.
+        source: notify::Error,
+    },
+    /// The OS watch limit is reached: some directories are not watched.
+    #[error(
+        "inotify watch limit reached (fs.inotify.max_user_watches = {}): some directories are \
+         not watched and saves in them go unseen. Raise the limit with `sudo sysctl \
+         fs.inotify.max_user_watches=524288` (and add that line to /etc/sysctl.conf to keep \
+         it), then restart",
+        watch_limit()
+    )]
+    WatchLimit,
+    /// The OS dropped events (queue overflow): the tree is looked at again.
+    #[error("file events were lost; rescanning the tree")]
+    EventsLost,
+}
+
+impl Problem {
+    /// Logs the problem at its level: what a user should act on is a warning or an error;
+    /// what a tree walk expects (a binary file, a FIFO, a directory that vanished) is debug.
+    pub fn log(&self) {
+        match self {
+            Problem::WatchLimit => tracing::error!("{self}"),
+            Problem::Read(e) | Problem::Edit(EditError::Read(e)) if e.is_skip() => {
+                tracing::debug!("skipped {e}")
+            }
+            Problem::NotWatched { .. } => tracing::debug!("{self}"),
+            _ => tracing::warn!("{self}"),
+        }
+    }
+}
+
+/// The current inotify watch limit, for the message that says it was reached.
+fn watch_limit() -> String {
+    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
