@@ -79,6 +79,47 @@ pub enum Problem {
     /// The OS dropped events (queue overflow): the tree is looked at again.
     #[error("file events were lost; rescanning the tree")]
     EventsLost,
+    /// An ignore file could not be read or holds a bad line.
+    #[error("{path}: {source}")]
+    RulesFile {
+        /// The `.gitignore` or `.ignore`.
+        path: PathBuf,
+        /// What is wrong.
+        source: ignore::Error,
+    },
+    /// Git's index lock has been there too long to be a running git.
+    #[error(
+        "{lock} has been there for {secs} s; a crashed git left it? Not holding saves for it \
+         any more (remove it if no git command is running)"
+    )]
+    StaleGitLock {
+        /// The lock file.
+        lock: PathBuf,
+        /// How long it has been held.
+        secs: u64,
+    },
+    /// A line from the client that is not JSON; answered with a parse error.
+    #[error("malformed JSON-RPC line ({0} bytes) answered with a parse error")]
+    MalformedLine(usize),
+    /// A line from the client over the size limit; answered with a parse error.
+    #[error("a {0}-byte line is over the {max}-byte limit; answered with a parse error", max = crate::server::MAX_LINE)]
+    LineTooLong(usize),
+    /// Reading the client's input failed: the session ends.
+    #[error("reading stdin: {0}")]
+    Stdin(std::io::Error),
+    /// The client went away during the handshake.
+    #[error("MCP session ended during initialization: {0}")]
+    Handshake(String),
+    /// A channel notification could not be sent.
+    #[error("could not announce {file}:{line}: {reason}")]
+    Announce {
+        /// The ask's file.
+        file: String,
+        /// The ask's line.
+        line: usize,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Problem {

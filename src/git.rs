@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::error::Problem;
+
 /// An index lock older than this is stale (a crashed git leaves one behind): stop holding.
 const STALE_LOCK: Duration = Duration::from_secs(10);
 
@@ -128,12 +130,8 @@ impl IndexLock {
         }
         if !held.stale_warned {
             held.stale_warned = true;
-            let dir = git.map_or(String::new(), |g| g.path.display().to_string());
-            tracing::warn!(
-                "{dir}/index.lock has been there for {} s; a crashed git left it? Not holding \
-                 saves for it any more (remove it if no git command is running)",
-                STALE_LOCK.as_secs()
-            );
+            let lock = git.map_or_else(PathBuf::new, |g| g.path.join("index.lock"));
+            Problem::StaleGitLock { lock, secs: STALE_LOCK.as_secs() }.log();
         }
         false
     }

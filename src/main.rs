@@ -183,8 +183,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// A runtime for what waits: the server's session, and signals for every live front end.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    // Two: the MCP session's tasks and the tools' blocking walks; the pipeline has its thread.
+    const ASYNC_THREADS: usize = 2;
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(ASYNC_THREADS)
         .enable_all()
         .build()
         .context("cannot start the async runtime")
@@ -320,13 +322,9 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     let scanner = Scanner::new(table, trigger)?;
     check_paths(paths)?;
     let threads = threads();
-    let report = filewatch_mcp::scan_paths(&scanner, paths, threads);
-    for err in &report.errors {
-        if err.is_skip() {
-            tracing::debug!("skipped {err}");
-        } else {
-            tracing::warn!("{err}");
-        }
+    let mut report = filewatch_mcp::scan_paths(&scanner, paths, threads);
+    for err in std::mem::take(&mut report.errors) {
+        filewatch_mcp::Problem::Read(err).log();
     }
     let mut out = BufWriter::new(io::stdout().lock());
     for file in &report.files {

@@ -303,7 +303,9 @@ impl<'t> Scanner<'t> {
         Some(Located { row, root, node: root.descendant_for_byte_range(hit, end)? })
     }
 
-    /// The marker whose trigger is at `hit`, if the tree says it starts a comment's body.
+    /// The marker whose trigger is at `hit`, if the tree says it starts a comment's body:
+    /// the comment around it, the ask read from it (a paragraph of line comments is one ask),
+    /// and who decided.
     fn marker_at(
         &self,
         lang: &Language,
@@ -327,17 +329,29 @@ impl<'t> Scanner<'t> {
                 body.text.push_str(&line);
             }
         }
-        let decided_by = if near_error(comment, at.root, line_around(src, range.clone())) {
-            // Keep it only if the line-based reading agrees: an unterminated string may
-            // have turned the rest of the file into look-alike comments.
-            let confirmed = confirmed
-                .get_or_init(|| self.scan_fallback(at.row, src, FallbackReason::SyntaxError, true));
-            confirmed.iter().find(|f| f.insert_at == body.insert_at)?;
-            DecidedBy::Fallback(FallbackReason::SyntaxError)
-        } else {
-            DecidedBy::Syntax
-        };
+        let decided_by = self.decide(at, comment, src, &range, body.insert_at, confirmed)?;
         Some(body.into_found(range, decided_by))
+    }
+
+    /// Who vouches for a comment the tree found: the tree itself, or — next to a syntax error,
+    /// where an unterminated string may have turned the rest of the file into look-alike
+    /// comments — the line-based reading, which must agree. `None` if it does not.
+    fn decide(
+        &self,
+        at: &Located,
+        comment: Node,
+        src: &[u8],
+        range: &Range<usize>,
+        insert_at: usize,
+        confirmed: &OnceCell<Vec<Found>>,
+    ) -> Option<DecidedBy> {
+        if !near_error(comment, at.root, line_around(src, range.clone())) {
+            return Some(DecidedBy::Syntax);
+        }
+        let confirmed = confirmed
+            .get_or_init(|| self.scan_fallback(at.row, src, FallbackReason::SyntaxError, true));
+        confirmed.iter().find(|f| f.insert_at == insert_at)?;
+        Some(DecidedBy::Fallback(FallbackReason::SyntaxError))
     }
 
     // ---- the fallback path -------------------------------------------------------------

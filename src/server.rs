@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Mutex};
 
-use crate::error::StartError;
+use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
 use crate::pipeline::{self, relative, Ask, Live, LiveOptions};
@@ -125,7 +125,10 @@ async fn send_ask(peer: &Peer<RoleServer>, ask: &Ask) {
     let note = CustomNotification::new(CHANNEL_METHOD, Some(params));
     match peer.send_notification(ServerNotification::CustomNotification(note)).await {
         Ok(()) => tracing::debug!("announced {}:{} {:?}", ask.file, ask.marker.line, ask.id()),
-        Err(e) => tracing::warn!("could not announce {}:{}: {e}", ask.file, ask.marker.line),
+        Err(e) => {
+            let (file, line) = (ask.file.clone(), ask.marker.line);
+            Problem::Announce { file, line, reason: e.to_string() }.log();
+        }
     }
 }
 
@@ -345,10 +348,7 @@ where
                     continue;
                 }
                 let Ok(message) = serde_json::from_slice::<Value>(text) else {
-                    tracing::warn!(
-                        "malformed JSON-RPC line ({} bytes) answered with a parse error",
-                        text.len()
-                    );
+                    Problem::MalformedLine(text.len()).log();
                     let _ = errors.send(PARSE_ERROR.to_string()).await;
                     continue;
                 };
@@ -362,11 +362,11 @@ where
                 }
             }
             Ok(Some(Err(len))) => {
-                tracing::warn!("a {len}-byte line is over the {MAX_LINE}-byte limit; answered with a parse error");
+                Problem::LineTooLong(len).log();
                 let _ = errors.send(PARSE_ERROR.to_string()).await;
             }
             Err(e) => {
-                tracing::warn!("reading stdin: {e}");
+                Problem::Stdin(e).log();
                 break;
             }
         }
@@ -438,7 +438,7 @@ pub async fn serve<R, W>(
         Ok(running) => {
             let _ = running.waiting().await;
         }
-        Err(e) => tracing::warn!("MCP session ended during initialization: {e}"),
+        Err(e) => Problem::Handshake(e.to_string()).log(),
     }
     announcer.abort();
     filter.abort();

@@ -9,6 +9,7 @@ use ignore::gitignore::Gitignore;
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::{WalkBuilder, WalkState};
 
+use crate::error::Problem;
 use crate::git::GitDir;
 
 /// Directory names never walked or watched, wherever they are.
@@ -64,7 +65,7 @@ pub fn files(paths: &[PathBuf], threads: usize) -> Vec<PathBuf> {
                         let _ = tx.send(e.into_path());
                     }
                     Ok(_) => {}
-                    Err(err) => tracing::warn!("walking: {err}"),
+                    Err(err) => Problem::Walk(err).log(),
                 }
                 WalkState::Continue
             })
@@ -118,8 +119,8 @@ impl IgnoreRules {
             let file = dir.join(name);
             if file.is_file() {
                 let (m, err) = Gitignore::new(&file);
-                if let Some(err) = err {
-                    tracing::warn!("{}: {err}", file.display());
+                if let Some(source) = err {
+                    Problem::RulesFile { path: file, source }.log();
                 }
                 matchers.push(m);
             }
