@@ -10,7 +10,7 @@ use crate::scan::BadTrigger;
 /// Why the server or `watch` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The root cannot be resolved.
+    /// The root cannot be resolved or listed.
     #[error("{path}: cannot watch: {source}")]
     Root {
         /// The root as given.
@@ -18,6 +18,9 @@ pub enum StartError {
         /// Why it cannot be resolved.
         source: std::io::Error,
     },
+    /// The root is a file (or something else that is no directory).
+    #[error("{0}: cannot watch: not a directory (--root names the project directory)")]
+    NotADirectory(PathBuf),
     /// The OS refused a file watcher.
     #[error(
         "cannot create a file watcher: {0}. If this says \"too many open files\", the inotify \

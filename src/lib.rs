@@ -40,4 +40,5 @@ pub use pipeline::{
 };
 pub use scan::{DecidedBy, FallbackReason, Marker, MarkerView, Scanner, DEFAULT_TRIGGER};
 pub use sys::shutdown_signal;
+pub use walk::Listing;
 pub use watch::{Change, Watch, WatchStats};

@@ -8,31 +8,42 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use filewatch_mcp::languages::FileType;
 use filewatch_mcp::{
     EditError, FallbackReason, LanguageTable, Live, LiveOptions, Marker, MarkerId, Scanner,
     DEFAULT_TRIGGER, WRITE_ATTEMPTS,
 };
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(
     name = "filewatch-mcp",
     version,
     about = "Hears `// @claude <ask>` comments in your code",
     long_about = "Hears `// @claude <ask>` comments in your code. Without a subcommand it is the \
-                  MCP server Claude Code spawns (the same as `serve`).",
-    args_conflicts_with_subcommands = true
+                  MCP server Claude Code spawns (the same as `serve`)."
 )]
 struct Cli {
-    /// Log level for stderr (error, warn, info, debug, trace); RUST_LOG overrides it. Default:
-    /// info for the server and `watch`, warn otherwise.
-    #[arg(long, global = true)]
-    log_level: Option<String>,
+    /// Log level for stderr; RUST_LOG overrides it. Default: warn (the server logs nothing in
+    /// normal operation), info for `watch`. `debug` logs each event, scan, stamp and
+    /// announcement.
+    #[arg(long, global = true, value_enum)]
+    log_level: Option<LogLevel>,
     #[command(flatten)]
     serve: ServeArgs,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// How much goes to stderr.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
 }
 
 /// Flags of the MCP server.
@@ -42,7 +53,7 @@ struct ServeArgs {
     #[arg(long, default_value = ".")]
     root: PathBuf,
     /// Quiet time after the last event of a file before it is read (500ms, 2s, …).
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "500ms", value_parser = parse_duration, allow_hyphen_values = true)]
     debounce: Duration,
     /// The word that starts an ask.
     #[arg(long, default_value = DEFAULT_TRIGGER)]
@@ -73,7 +84,7 @@ enum Command {
         #[arg(long, default_value = ".", conflicts_with = "dir")]
         root: PathBuf,
         /// Quiet time after the last event of a file before it is read (500ms, 2s, …).
-        #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+        #[arg(long, default_value = "500ms", value_parser = parse_duration, allow_hyphen_values = true)]
         debounce: Duration,
         /// The word that starts an ask.
         #[arg(long, default_value = DEFAULT_TRIGGER)]
@@ -117,13 +128,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let command = cli.command.unwrap_or(Command::Serve(cli.serve));
     let default_level = match command {
-        Command::Watch { .. } | Command::Serve(_) => "info",
-        _ => "warn",
+        Command::Watch { .. } => LogLevel::Info,
+        _ => LogLevel::Warn,
     };
-    init_logging(cli.log_level.as_deref().unwrap_or(default_level));
+    init_logging(cli.log_level.unwrap_or(default_level));
     let result = match command {
         Command::Serve(args) => serve(args),
         Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
@@ -142,18 +153,63 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("filewatch-mcp: {e:#}");
+            eprintln!("filewatch-mcp: {}", error_chain(&e));
             ExitCode::from(2)
         }
     }
 }
 
-fn init_logging(level: &str) {
-    // Below debug, keep the libraries' chatter (every JSON-RPC message, watch removals) out.
-    let directives = match level {
-        "debug" | "trace" => level.to_string(),
-        _ => format!("{level},notify=error,rmcp=warn"),
+/// The command line. The server's flags may come without a subcommand; with one, they belong
+/// after it (`watch --root DIR`), and a server flag before it is an error, not ignored.
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let matches = command.get_matches_mut();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some((name, _)) = matches.subcommand() {
+        for flag in ["root", "debounce", "trigger"] {
+            if matches.value_source(flag) == Some(clap::parser::ValueSource::CommandLine) {
+                let message = format!("--{flag} goes after the subcommand: `{name} --{flag} …`");
+                command.error(clap::error::ErrorKind::ArgumentConflict, message).exit();
+            }
+        }
+    }
+    cli
+}
+
+/// An error and its causes, each said once: a message that already quotes its cause (as
+/// `{path}: {source}` messages do) is not followed by it again.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+fn init_logging(level: LogLevel) {
+    // Up to debug, keep the libraries' chatter (every JSON-RPC message, glob sets, watch
+    // removals) to warnings; trace lets it in.
+    let ours = match level {
+        LogLevel::Off => "off",
+        LogLevel::Error => "error",
+        LogLevel::Warn => "warn",
+        LogLevel::Info => "info",
+        LogLevel::Debug => "debug",
+        LogLevel::Trace => "trace",
     };
+    let libraries = match level {
+        LogLevel::Trace => "trace",
+        LogLevel::Off | LogLevel::Error => ours,
+        _ => "warn",
+    };
+    let directives = format!("{libraries},filewatch_mcp={ours}");
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives));
     tracing_subscriber::fmt()
@@ -164,18 +220,20 @@ fn init_logging(level: &str) {
         .init();
 }
 
-/// `500ms`, `2s`, `1.5s` or a bare number of milliseconds.
+/// `500ms`, `2s` or `1.5s`: a non-negative number and a unit, `ms` or `s`.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => text.split_at(i),
-        None => (text, "ms"),
-    };
+    if text.starts_with('-') {
+        return Err(format!("{text:?} is negative: a duration is 0 or more, like 500ms or 2s"));
+    }
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
     let value: f64 =
         number.parse().map_err(|_| format!("{text:?} is not a duration like 500ms or 2s"))?;
     let ms = match unit.trim() {
         "ms" => value,
         "s" => value * 1000.0,
+        "" => return Err(format!("{text:?} has no unit: write {text}ms or {text}s")),
         other => return Err(format!("unknown unit {other:?} in {text:?}: use ms or s")),
     };
     Ok(Duration::from_micros((ms * 1000.0) as u64))
@@ -253,15 +311,23 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = runtime()?;
     let options = LiveOptions { root: args.root, debounce: args.debounce, trigger: args.trigger };
     let result = runtime.block_on(filewatch_mcp::server::run(options));
-    // stdin is read by a blocking thread that may never return: do not wait for it.
-    runtime.shutdown_timeout(Duration::from_millis(100));
+    // stdin is read by a blocking thread that never returns while the client keeps the pipe
+    // open: do not wait for it. Claude Code sends SIGTERM ~150 ms after SIGINT.
+    runtime.shutdown_background();
     result?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every path named on the command line must exist, and a directory must be listable: a
+/// mistyped or unreadable path is the user's error (exit 2), not an empty result.
 fn check_paths(paths: &[PathBuf]) -> anyhow::Result<()> {
     for p in paths {
-        std::fs::symlink_metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+        let meta =
+            std::fs::symlink_metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+        if meta.is_dir() {
+            std::fs::read_dir(p)
+                .with_context(|| format!("cannot list directory {}", p.display()))?;
+        }
     }
     Ok(())
 }
@@ -274,8 +340,12 @@ fn stamp(dry_run: bool, json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow:
     let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
     check_paths(paths)?;
     let mut out = BufWriter::new(io::stdout().lock());
-    let mut failed = 0;
-    for path in filewatch_mcp::candidate_files(scanner.table(), paths, threads()) {
+    let listing = filewatch_mcp::candidate_files(scanner.table(), paths, threads());
+    let mut failed = listing.unlisted.len();
+    for err in listing.unlisted {
+        filewatch_mcp::Problem::Walk(err).log();
+    }
+    for path in listing.files {
         match filewatch_mcp::stamp_file(&scanner, &path, dry_run, WRITE_ATTEMPTS) {
             Ok(asks) => {
                 let shown = path.to_string_lossy();
@@ -323,6 +393,11 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     check_paths(paths)?;
     let threads = threads();
     let mut report = filewatch_mcp::scan_paths(&scanner, paths, threads);
+    // Skips (binary, too large, FIFOs) are expected in a tree; anything else fails the scan.
+    let failed = report.unlisted.len() + report.errors.iter().filter(|e| !e.is_skip()).count();
+    for err in std::mem::take(&mut report.unlisted) {
+        filewatch_mcp::Problem::Walk(err).log();
+    }
     for err in std::mem::take(&mut report.errors) {
         filewatch_mcp::Problem::Read(err).log();
     }
@@ -344,7 +419,8 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
         report.scanned,
         report.files.iter().map(|f| f.markers.len()).sum::<usize>()
     );
-    Ok(ExitCode::SUCCESS)
+    // 0: everything was read; 1: some of it could not be (said on stderr); 2: usage errors.
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// `12` for a one-line ask, `12-14` for one over several lines.

@@ -19,7 +19,7 @@ use crate::id::{uuid_random, MarkerId};
 use crate::languages::LanguageTable;
 use crate::scan::{Marker, Scanner};
 use crate::stamp::{self, ResolveError};
-use crate::walk;
+use crate::walk::{self, Listing};
 use crate::watch::{Change, Watch, WatchStats};
 
 /// How often a stamp or resolve is tried again when the user's write gets in between.
@@ -43,6 +43,8 @@ pub struct ScanReport {
     pub scanned: usize,
     /// Files skipped or failed, with the reason.
     pub errors: Vec<ReadError>,
+    /// Parts of the tree that could not be listed (unreadable directories).
+    pub unlisted: Vec<ignore::Error>,
 }
 
 /// Reads and scans one file. `Ok(None)` means the file is in no known language.
@@ -58,9 +60,9 @@ pub fn scan_file(scanner: &Scanner, path: &Path) -> Result<Option<Vec<Marker>>, 
 /// threads.
 pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanReport {
     let threads = threads.max(1);
-    let files = candidate_files(scanner.table(), paths, threads);
+    let Listing { files, unlisted } = candidate_files(scanner.table(), paths, threads);
     let next = AtomicUsize::new(0);
-    let report = Mutex::new(ScanReport::default());
+    let report = Mutex::new(ScanReport { unlisted, ..ScanReport::default() });
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
@@ -88,13 +90,12 @@ pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanR
 }
 
 /// The files under `paths` that may be in a known language; files named directly always count.
-pub fn candidate_files(table: &LanguageTable, paths: &[PathBuf], threads: usize) -> Vec<PathBuf> {
+pub fn candidate_files(table: &LanguageTable, paths: &[PathBuf], threads: usize) -> Listing {
     let explicit: Vec<&PathBuf> =
         paths.iter().filter(|p| !std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())).collect();
-    walk::files(paths, threads)
-        .into_iter()
-        .filter(|p| explicit.contains(&p) || table.may_claim(p))
-        .collect()
+    let mut listing = walk::files(paths, threads);
+    listing.files.retain(|p| explicit.contains(&p) || table.may_claim(p));
+    listing
 }
 
 /// Why a file could not be stamped or resolved.
@@ -210,7 +211,11 @@ pub fn resolve_in_tree(
     threads: usize,
 ) -> Result<Vec<PathBuf>, EditError> {
     let mut resolved = Vec::new();
-    for path in candidate_files(scanner.table(), paths, threads) {
+    let listing = candidate_files(scanner.table(), paths, threads);
+    for err in listing.unlisted {
+        Problem::Walk(err).log();
+    }
+    for path in listing.files {
         match resolve_file(scanner, &path, id, WRITE_ATTEMPTS) {
             Ok(true) => resolved.push(path),
             Ok(false) => {}
@@ -242,6 +247,11 @@ impl Ask {
     /// The id the ask is known by, if it was stamped.
     pub fn id(&self) -> Option<MarkerId> {
         self.marker.tag
+    }
+
+    /// The id for logs, or `untagged`.
+    pub fn label(&self) -> String {
+        self.id().map_or_else(|| "untagged".to_string(), |id| id.to_string())
     }
 }
 
@@ -278,6 +288,7 @@ impl<'t> LivePipeline<'t> {
         let Some(source) = self.read(path) else { return Vec::new() };
         let hash = content_hash(&source.bytes);
         if self.last_seen.get(path) == Some(&hash) {
+            tracing::debug!("{}: unchanged since we left it", path.display());
             return Vec::new(); // bytes we already handled: our own stamp, a touch
         }
         let mut fresh = self.fresh_markers(path, &source.bytes);
@@ -506,7 +517,7 @@ fn run_live(
         }
         tracing::debug!("changed: {}", change.path.display());
         for ask in live.process(&change.path, change.from_git.as_ref()) {
-            tracing::debug!("ask {}:{} {:?}", ask.file, ask.marker.line, ask.id());
+            tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
             if on_ask(ask).is_break() {
                 return;
             }

@@ -124,7 +124,7 @@ async fn send_ask(peer: &Peer<RoleServer>, ask: &Ask) {
     let params = channel_notification(ask);
     let note = CustomNotification::new(CHANNEL_METHOD, Some(params));
     match peer.send_notification(ServerNotification::CustomNotification(note)).await {
-        Ok(()) => tracing::debug!("announced {}:{} {:?}", ask.file, ask.marker.line, ask.id()),
+        Ok(()) => tracing::debug!("announced {}:{} {}", ask.file, ask.marker.line, ask.label()),
         Err(e) => {
             let (file, line) = (ask.file.clone(), ask.marker.line);
             Problem::Announce { file, line, reason: e.to_string() }.log();
@@ -180,8 +180,8 @@ impl FilewatchServer {
         let shared = self.shared.clone();
         let scope = match &args.path {
             Some(p) => match inside_root(&shared.root, p) {
-                Some(path) => path,
-                None => return Ok(error_result(format!("{p}: not inside the project root"))),
+                Ok(path) => path,
+                Err(message) => return Ok(error_result(format!("{p}: {message}"))),
             },
             None => shared.root.clone(),
         };
@@ -273,11 +273,20 @@ impl ServerHandler for FilewatchServer {
     }
 }
 
-/// `p` (relative to the root, or absolute) if it names something inside the root.
-fn inside_root(root: &Path, p: &str) -> Option<PathBuf> {
-    let joined = root.join(p);
-    let canonical = joined.canonicalize().ok()?;
-    canonical.starts_with(root).then_some(canonical)
+/// `p` (relative to the root, or absolute) if it names something inside the root; else why not.
+fn inside_root(root: &Path, p: &str) -> Result<PathBuf, &'static str> {
+    let canonical = match root.join(p).canonicalize() {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err("no such file or directory in the project")
+        }
+        Err(_) => return Err("cannot be read"),
+    };
+    if canonical.starts_with(root) {
+        Ok(canonical)
+    } else {
+        Err("not inside the project root")
+    }
 }
 
 /// Reads one line of at most `max` bytes (without the `\n`); `Ok(None)` at EOF,

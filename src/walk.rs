@@ -46,10 +46,20 @@ pub fn builder(root: &Path) -> WalkBuilder {
     b
 }
 
+/// What a walk found: files, and the parts of the tree it could not list.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Regular files, sorted per path walked.
+    pub files: Vec<PathBuf>,
+    /// Directories (or entries) that could not be read.
+    pub unlisted: Vec<ignore::Error>,
+}
+
 /// Every regular file under the given paths, sorted. A path that is a file is listed as is,
 /// even if an ignore rule or a hard exclude would skip it: the user named it.
-pub fn files(paths: &[PathBuf], threads: usize) -> Vec<PathBuf> {
+pub fn files(paths: &[PathBuf], threads: usize) -> Listing {
     let mut out = Vec::new();
+    let mut unlisted = Vec::new();
     for path in paths {
         let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
         if !is_dir {
@@ -62,20 +72,28 @@ pub fn files(paths: &[PathBuf], threads: usize) -> Vec<PathBuf> {
             Box::new(move |entry| {
                 match entry {
                     Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
-                        let _ = tx.send(e.into_path());
+                        let _ = tx.send(Ok(e.into_path()));
                     }
                     Ok(_) => {}
-                    Err(err) => Problem::Walk(err).log(),
+                    Err(err) => {
+                        let _ = tx.send(Err(err));
+                    }
                 }
                 WalkState::Continue
             })
         });
         drop(tx);
-        let mut found: Vec<PathBuf> = rx.into_iter().collect();
+        let mut found: Vec<PathBuf> = Vec::new();
+        for entry in rx {
+            match entry {
+                Ok(path) => found.push(path),
+                Err(err) => unlisted.push(err),
+            }
+        }
         found.sort();
         out.extend(found);
     }
-    out
+    Listing { files: out, unlisted }
 }
 
 /// The ignore rules of a watched tree, answering "is this path ignored?" for single paths as
@@ -219,6 +237,7 @@ mod tests {
         std::fs::write(root.join("sub/.gitignore"), "skip.py\n").unwrap();
         std::fs::write(root.join(".ignore"), "notes/\n").unwrap();
         let got: Vec<String> = files(&[root.to_path_buf()], 2)
+            .files
             .iter()
             .map(|p| p.strip_prefix(root).unwrap().to_string_lossy().into_owned())
             .collect();
@@ -226,7 +245,7 @@ mod tests {
 
         // A file named explicitly is always listed.
         let named = root.join("node_modules/m.js");
-        assert_eq!(files(std::slice::from_ref(&named), 1), vec![named]);
+        assert_eq!(files(std::slice::from_ref(&named), 1).files, vec![named]);
     }
 
     /// The walker and the event filter apply one list: a path one skips, the other skips.
@@ -240,7 +259,7 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, "").unwrap();
         }
-        let walked = files(std::slice::from_ref(&root), 1);
+        let walked = files(std::slice::from_ref(&root), 1).files;
         let rules = IgnoreRules::new(&root);
         for f in names {
             let p = root.join(f);

@@ -59,9 +59,7 @@ impl Watch {
     /// Watches `root` (made canonical) and sends debounced changes to the returned receiver.
     /// Returns once every directory is watched.
     pub fn start(root: &Path, debounce: Duration) -> Result<(Watch, Receiver<Change>), StartError> {
-        let root = root
-            .canonicalize()
-            .map_err(|source| StartError::Root { path: root.to_path_buf(), source })?;
+        let root = check_root(root)?;
         let (input, events) = mpsc::channel();
         let watcher = {
             let input = input.clone();
@@ -405,6 +403,18 @@ impl State {
             }
         }
     }
+}
+
+/// The root, canonical, if it is a directory we can list: anything else would watch nothing
+/// and deliver nothing, silently.
+fn check_root(root: &Path) -> Result<PathBuf, StartError> {
+    let error = |source| StartError::Root { path: root.to_path_buf(), source };
+    let canonical = root.canonicalize().map_err(error)?;
+    if !canonical.is_dir() {
+        return Err(StartError::NotADirectory(root.to_path_buf()));
+    }
+    std::fs::read_dir(&canonical).map_err(error)?;
+    Ok(canonical)
 }
 
 fn is_enospc(err: &notify::Error) -> bool {

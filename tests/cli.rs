@@ -233,3 +233,125 @@ fn stamp_reports_read_only_files_and_leaves_them() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("ro.rs: read-only"));
     assert_eq!(std::fs::read_to_string(&p).unwrap(), "// @claude can't touch this\n");
 }
+
+// ---- the first ten minutes: every mistake a new user made gets a clear answer --------------
+
+/// The binary as a user without special rights: root reads every directory, so "unreadable"
+/// can only be tested as someone else (`setpriv` to nobody); `None` where that is impossible.
+fn as_unprivileged(dir: &Path) -> Option<Command> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(bin());
+    }
+    Command::new("setpriv").arg("--version").output().ok()?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    cmd.arg(env!("CARGO_BIN_EXE_filewatch-mcp"));
+    Some(cmd)
+}
+
+fn unreadable_dir(root: &Path, rel: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = root.join(rel);
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
+    p
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn root_must_be_a_readable_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "some-file.py", "x = 1\n");
+    for args in [
+        &["--root", "some-file.py"][..],
+        &["serve", "--root", "some-file.py"],
+        &["watch", "some-file.py"],
+    ] {
+        let out = bin()
+            .args(args)
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&out).contains("some-file.py: cannot watch: not a directory"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    // A missing root: the cause is said once.
+    let out = run(&["--root", "no/such/dir"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("no/such/dir: cannot watch"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+
+    let Some(mut cmd) = as_unprivileged(dir.path()) else {
+        eprintln!("skipped the unreadable-root case: cannot drop privileges here");
+        return;
+    };
+    unreadable_dir(dir.path(), "locked");
+    let out = cmd
+        .args(["--root", "locked"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("locked: cannot watch: Permission denied"), "{}", stderr(&out));
+}
+
+#[test]
+fn scan_exit_codes_are_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "tree/a.py", "# @claude hello\n");
+    assert_eq!(run(&["scan", "tree"], dir.path()).status.code(), Some(0));
+    let Some(mut named) = as_unprivileged(dir.path()) else {
+        eprintln!("skipped: cannot drop privileges here");
+        return;
+    };
+    let mut inside = as_unprivileged(dir.path()).unwrap();
+    unreadable_dir(dir.path(), "tree/locked");
+    // Named on the command line and unreadable: the user's mistake, like a missing path.
+    let out = named.args(["scan", "tree/locked"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot list directory tree/locked"), "{}", stderr(&out));
+    // Inside the tree: everything else is scanned and printed, the failure said, exit 1.
+    let out = inside.args(["scan", "tree"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "tree/a.py:1: @claude hello\n");
+    assert!(stderr(&out).contains("tree/locked"), "{}", stderr(&out));
+}
+
+#[test]
+fn flags_are_checked_and_explain_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--log-level", "loud", "scan"], "possible values: off, error, warn, info, debug, trace"),
+        (&["watch", "--debounce", "5"], "\"5\" has no unit: write 5ms or 5s"),
+        (&["watch", "--debounce", "-1s"], "\"-1s\" is negative"),
+        (&["--debounce", "2 fortnights"], "unknown unit"),
+        (&["--root", ".", "scan"], "--root goes after the subcommand"),
+        (&["resolve", "fw-zz"], "\"fw-zz\" is not an ask id (fw- and 8 lowercase hex digits)"),
+    ];
+    for (args, want) in cases {
+        let out = bin()
+            .args(*args)
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    // A global flag before the subcommand is fine.
+    let out = run(&["--log-level", "debug", "scan", "."], dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

@@ -25,13 +25,17 @@ struct Server {
 
 impl Server {
     fn start(root: &Path) -> Server {
+        Server::start_with_stderr(root, Stdio::inherit())
+    }
+
+    fn start_with_stderr(root: &Path, stderr: impl Into<Stdio>) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
             .args(["--root"])
             .arg(root)
             .args(["--debounce", "100ms"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -202,4 +206,35 @@ fn sigterm_stops_it_cleanly() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".fw-tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Claude Code logs every stderr line of a server as an error, and stops a server with SIGINT,
+/// then SIGTERM ~150 ms later: in normal operation the server says nothing on stderr, and it
+/// exits on SIGINT by itself, successfully. A `list_asks` path that does not exist says so.
+#[test]
+fn quiet_on_stderr_and_stops_on_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut s = Server::start_with_stderr(&root, log.reopen().unwrap());
+    handshake(&mut s);
+    std::fs::write(root.join("a.py"), "# @claude hello\n").unwrap();
+    let note: Value = serde_json::from_str(&s.line()).unwrap();
+    assert_eq!(note["method"], "notifications/claude/channel");
+
+    s.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"list_asks","arguments":{"path":"no/such/dir"}}}"#);
+    let reply = s.json();
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(text, "no/such/dir: no such file or directory in the project");
+
+    // SAFETY: sending a signal to our own child process.
+    unsafe {
+        libc::kill(s.child.id() as i32, libc::SIGINT);
+    }
+    let took = s.wait_exit();
+    eprintln!("exited {} ms after SIGINT", took.as_millis());
+    assert!(s.child.try_wait().unwrap().unwrap().success());
+    let said = std::fs::read_to_string(log.path()).unwrap();
+    assert_eq!(said, "", "the server wrote to stderr in normal operation");
 }
