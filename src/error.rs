@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use crate::fsio::{ReadError, WriteError};
-use crate::pipeline::EditError;
 use crate::scan::BadTrigger;
 
 /// Why the server or `watch` could not start.
@@ -45,9 +44,6 @@ pub enum Problem {
     /// A stamp could not be written; its asks go out untagged, once.
     #[error("{0}; announcing its asks once, untagged")]
     Write(#[from] WriteError),
-    /// A stamp or resolve failed.
-    #[error("{0}")]
-    Edit(#[from] EditError),
     /// The walker could not list part of the tree.
     #[error("walking: {0}")]
     Walk(#[from] ignore::Error),
@@ -105,8 +101,13 @@ pub enum Problem {
     #[error("malformed JSON-RPC line ({0} bytes) answered with a parse error")]
     MalformedLine(usize),
     /// A line from the client over the size limit; answered with a parse error.
-    #[error("a {0}-byte line is over the {max}-byte limit; answered with a parse error", max = crate::server::MAX_LINE)]
-    LineTooLong(usize),
+    #[error("a {len}-byte line is over the {max}-byte limit; answered with a parse error")]
+    LineTooLong {
+        /// The line's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// Reading the client's input failed: the session ends.
     #[error("reading stdin: {0}")]
     Stdin(std::io::Error),
@@ -131,7 +132,7 @@ impl Problem {
     pub fn log(&self) {
         match self {
             Problem::WatchLimit => tracing::error!("{self}"),
-            Problem::Read(e) | Problem::Edit(EditError::Read(e)) if e.is_skip() => {
+            Problem::Read(e) if e.is_skip() => {
                 tracing::debug!("skipped {e}")
             }
             Problem::NotWatched { .. } => tracing::debug!("{self}"),

@@ -371,7 +371,7 @@ where
                 }
             }
             Ok(Some(Err(len))) => {
-                Problem::LineTooLong(len).log();
+                Problem::LineTooLong { len, max: MAX_LINE }.log();
                 let _ = errors.send(PARSE_ERROR.to_string()).await;
             }
             Err(e) => {
