@@ -1,6 +1,8 @@
-//! Watching a tree: one non-recursive inotify (FSEvents/kqueue) watch per directory the ignore
-//! rules let through, so `node_modules/` and `target/` cost nothing; events become debounced
-//! [`Change`]s, one per file after it has been quiet for the debounce time.
+//! Watching a tree with the backend each OS does best (see [`WatchMode`]): on Linux one
+//! non-recursive inotify watch per directory the ignore rules let through, so `node_modules/`
+//! and `target/` cost nothing; on macOS (FSEvents) and Windows (`ReadDirectoryChangesW`) one
+//! recursive watch on the root, with the same rules applied to each event. Either way, events
+//! become debounced [`Change`]s, one per file after it has been quiet for the debounce time.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use notify::{RecursiveMode, Watcher as _};
 
 use crate::error::{Problem, StartError};
 use crate::git::{GitDir, GitWindow, IndexLock};
+use crate::sys::{self, WatchMode};
 use crate::walk::{self, IgnoreRules};
 
 /// Start-up progress is logged every this many directories.
@@ -32,7 +35,7 @@ pub struct Change {
 /// What the watcher could watch.
 #[derive(Debug, Clone, Default)]
 pub struct WatchStats {
-    /// Directories watched.
+    /// Directories watched (with one recursive watch: directories the rules let through).
     pub dirs_watched: usize,
     /// Directories left unwatched because the OS watch limit was reached.
     pub dirs_unwatched: usize,
@@ -59,6 +62,15 @@ impl Watch {
     /// Watches `root` (made canonical) and sends debounced changes to the returned receiver.
     /// Returns once every directory is watched.
     pub fn start(root: &Path, debounce: Duration) -> Result<(Watch, Receiver<Change>), StartError> {
+        Watch::start_in_mode(root, debounce, sys::WATCH_MODE)
+    }
+
+    /// [`Watch::start`] with a chosen backend mode (tests run the recursive one on Linux too).
+    fn start_in_mode(
+        root: &Path,
+        debounce: Duration,
+        mode: WatchMode,
+    ) -> Result<(Watch, Receiver<Change>), StartError> {
         let root = check_root(root)?;
         let (input, events) = mpsc::channel();
         let watcher = {
@@ -73,6 +85,7 @@ impl Watch {
             git: GitDir::find(&root),
             rules: IgnoreRules::new(&root),
             root: root.clone(),
+            mode,
             watcher,
             watched: HashSet::new(),
             unwatched: 0,
@@ -83,6 +96,7 @@ impl Watch {
             out: change_tx,
         };
         let started = Instant::now();
+        state.watch_root().map_err(StartError::Watcher)?;
         state.watch_tree(&root, false);
         state.watch_git_dir();
         let stats = WatchStats {
@@ -135,9 +149,12 @@ impl Drop for Watch {
 
 struct State {
     root: PathBuf,
+    /// One watch per directory, or one recursive watch on the root.
+    mode: WatchMode,
     git: Option<GitDir>,
     rules: IgnoreRules,
     watcher: notify::RecommendedWatcher,
+    /// Directories watched, or with a recursive watch: covered (walked, not ignored).
     watched: HashSet<PathBuf>,
     unwatched: usize,
     limit_logged: bool,
@@ -245,7 +262,8 @@ impl State {
             // Deleted, or renamed away (a two-path rename names the old path first).
             let moved_away = matches!(event.kind, EventKind::Remove(_))
                 || matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
-                || (renamed_both && i == 0);
+                || (renamed_both && i == 0)
+                || renamed_from_here(&event.kind, path);
             if let Some(git) = self.git.clone().filter(|g| g.contains(path)) {
                 self.on_git_event(&git, &event.kind, path, moved_away);
                 continue;
@@ -258,6 +276,9 @@ impl State {
                     self.unwatch_tree(path);
                 }
                 continue;
+            }
+            if !self.covers(path) {
+                continue; // under an ignored directory: only a recursive watch reports those
             }
             match event.kind {
                 EventKind::Create(_) | EventKind::Modify(_) | EventKind::Any | EventKind::Other => {
@@ -285,6 +306,15 @@ impl State {
                 self.schedule(path.clone());
             }
         }
+    }
+
+    /// With a recursive watch, events come from ignored directories too: a path counts only if
+    /// its directory was let through by the walk (or is the root). Per-directory watches only
+    /// exist on such directories.
+    fn covers(&self, path: &Path) -> bool {
+        self.mode == WatchMode::PerDirectory
+            || path == self.root
+            || path.parent().is_some_and(|dir| self.watched.contains(dir))
     }
 
     fn on_error(&mut self, err: notify::Error) {
@@ -339,8 +369,21 @@ impl State {
         }
     }
 
+    /// With a recursive watch, the one watch on the root, before the walk: a file created while
+    /// the tree is walked brings an event that waits in the channel.
+    fn watch_root(&mut self) -> notify::Result<()> {
+        if self.mode != WatchMode::Recursive {
+            return Ok(());
+        }
+        self.watcher.watch(&self.root, RecursiveMode::Recursive)
+    }
+
     fn add_watch(&mut self, dir: &Path) {
         if self.watched.contains(dir) {
+            return;
+        }
+        if self.mode == WatchMode::Recursive {
+            self.watched.insert(dir.to_path_buf()); // covered by the root's watch
             return;
         }
         match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
@@ -366,7 +409,9 @@ impl State {
         let gone: Vec<PathBuf> =
             self.watched.iter().filter(|d| d.starts_with(dir)).cloned().collect();
         for d in gone {
-            let _ = self.watcher.unwatch(&d);
+            if self.mode == WatchMode::PerDirectory {
+                let _ = self.watcher.unwatch(&d);
+            }
             self.watched.remove(&d);
         }
         self.rules.forget_dir(dir);
@@ -398,6 +443,9 @@ impl State {
     fn watch_git_dir(&mut self) {
         let dirs = self.git.as_ref().map(GitDir::dirs_to_watch).unwrap_or_default();
         for dir in dirs {
+            if self.mode == WatchMode::Recursive && dir.starts_with(&self.root) {
+                continue; // the root's watch reports it already
+            }
             if let Err(source) = self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
                 Problem::GitNotWatched { dir, source }.log();
             }
@@ -417,6 +465,14 @@ fn check_root(root: &Path) -> Result<PathBuf, StartError> {
     Ok(canonical)
 }
 
+/// inotify's watch limit shows as `ENOSPC`.
 fn is_enospc(err: &notify::Error) -> bool {
-    matches!(&err.kind, notify::ErrorKind::Io(e) if e.raw_os_error() == Some(libc::ENOSPC))
+    matches!(&err.kind, notify::ErrorKind::Io(e) if sys::is_watch_limit(e))
+}
+
+/// FSEvents says "renamed" without saying from or to: the path that no longer exists is the
+/// one renamed away.
+fn renamed_from_here(kind: &EventKind, path: &Path) -> bool {
+    matches!(kind, EventKind::Modify(ModifyKind::Name(RenameMode::Any)))
+        && std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
 }

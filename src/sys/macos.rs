@@ -1,0 +1,41 @@
+//! macOS: `renamex_np(RENAME_SWAP)` (APFS and HFS+, 10.12+), extended attributes and ACLs by
+//! `fcopyfile`, one recursive FSEvents stream.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use super::{c_path, check};
+use crate::sys::WatchMode;
+
+/// notify's FSEvents watcher keeps one stream and re-creates it, with every path, on each
+/// `watch` call: one recursive watch on the root, and the ignore rules applied to events.
+pub const WATCH_MODE: WatchMode = WatchMode::Recursive;
+
+/// Atomically exchanges two paths (both must exist); `a` then holds what was at `b`: the same swap as Linux's
+/// `renameat2(RENAME_EXCHANGE)`. File systems without it (exFAT, SMB) say `ENOTSUP`.
+pub fn exchange(a: &Path, b: &Path) -> io::Result<PathBuf> {
+    let (ca, cb) = (c_path(a)?, c_path(b)?);
+    // SAFETY: both are valid NUL-terminated paths.
+    check(unsafe { libc::renamex_np(ca.as_ptr(), cb.as_ptr(), libc::RENAME_SWAP) })
+        .map(|()| a.to_path_buf())
+}
+
+/// Copies extended attributes (`com.apple.quarantine`, Finder info, resource forks, tags) and
+/// the ACL. Not `COPYFILE_STAT`: that would copy the times, and editors watch the mtime.
+pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
+    // SAFETY: both descriptors are open for the duration of the call; a null state is allowed.
+    let rc = unsafe {
+        libc::fcopyfile(
+            from.as_raw_fd(),
+            to.as_raw_fd(),
+            std::ptr::null_mut(),
+            libc::COPYFILE_ACL | libc::COPYFILE_XATTR,
+        )
+    };
+    match check(rc) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,46 @@
+//! The only operating-system-specific code in the crate: opening without following or blocking,
+//! the atomic exchange, link counts, writability, metadata copies, how the tree is watched, and
+//! how a stop is asked for. One file per OS family below; the rest of the crate calls the
+//! functions re-exported here and never tests `cfg(target_os)` itself.
+//!
+//! | | Linux | macOS | Windows |
+//! |---|---|---|---|
+//! | open, no follow, no block | `O_NOFOLLOW \| O_NONBLOCK` | same | `FILE_FLAG_OPEN_REPARSE_POINT`, disk files only |
+//! | atomic exchange | `renameat2(RENAME_EXCHANGE)` | `renamex_np(RENAME_SWAP)` | `ReplaceFileW` with a backup name |
+//! | metadata carried | mode, owner, xattrs (ACLs) | mode, owner, xattrs (`com.apple.*`, ACLs) | `ReplaceFileW` keeps ACLs, streams, attributes |
+//! | watching | one inotify watch per directory | one recursive FSEvents stream | one recursive `ReadDirectoryChangesW` |
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as imp;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as imp;
+
+pub use imp::{
+    copy_metadata, exchange, exchange_unsupported, is_busy, is_watch_limit, link_count, open_read,
+    open_read_write, refusal_kind, special_kind, writable, WATCH_MODE,
+};
+
+/// How the tree is watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchMode {
+    /// One non-recursive watch per directory the ignore rules let through (inotify: ignored
+    /// trees such as `node_modules/` cost no watch at all; the kernel limits watches).
+    PerDirectory,
+    /// One recursive watch on the root; events under ignored directories arrive and are
+    /// dropped by the rules (FSEvents restarts its stream on every added path, so thousands
+    /// of per-directory watches would mean thousands of restarts; `ReadDirectoryChangesW` is
+    /// recursive by nature).
+    Recursive,
+}
+
+/// Resolves when the user or the client asks the process to stop: SIGINT or SIGTERM on Unix,
+/// Ctrl-C (or Ctrl-Break, console close) on Windows. Never resolves if no handler can be
+/// installed.
+pub async fn shutdown_signal() {
+    imp::shutdown_signal().await
+}

@@ -1,0 +1,125 @@
+//! What Linux and macOS share: `open(2)` flags that neither follow nor block, link counts from
+//! `stat`, `access(2)` for writability, owner and mode carried by `fchown`/`fchmod`, signals.
+//! The exchange and the extended attributes differ and live in `linux.rs` / `macos.rs`.
+
+use std::ffi::CString;
+use std::fs::{File, FileType, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[path = "linux.rs"]
+mod os;
+#[cfg(target_os = "macos")]
+#[path = "macos.rs"]
+mod os;
+
+pub use os::{exchange, WATCH_MODE};
+
+/// Opens `path` for reading without following a symlink at its last component and without
+/// waiting for a FIFO's writer (`O_NOFOLLOW | O_NONBLOCK`).
+pub fn open_read(path: &Path) -> io::Result<File> {
+    open(path, false)
+}
+
+/// [`open_read`], for reading and writing in place.
+pub fn open_read_write(path: &Path) -> io::Result<File> {
+    open(path, true)
+}
+
+fn open(path: &Path, write: bool) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// The kind of file an open refused to go through: `open(O_NOFOLLOW)` on a symlink fails with
+/// `ELOOP`.
+pub fn refusal_kind(e: &io::Error) -> Option<&'static str> {
+    (e.raw_os_error() == Some(libc::ELOOP)).then_some("symlink")
+}
+
+/// Names the file types only Unix has.
+pub fn special_kind(ft: &FileType) -> Option<&'static str> {
+    if ft.is_fifo() {
+        Some("fifo")
+    } else if ft.is_socket() {
+        Some("socket")
+    } else if ft.is_block_device() || ft.is_char_device() {
+        Some("device")
+    } else {
+        None
+    }
+}
+
+/// How many names the file has.
+pub fn link_count(_path: &Path, meta: &Metadata) -> io::Result<u64> {
+    Ok(meta.nlink())
+}
+
+/// True if this process may write `path` (mode bits, ACLs, read-only mounts: `access(W_OK)`).
+pub fn writable(path: &Path) -> bool {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Gives `to` (a new file beside `from`) `from`'s mode, owner where allowed, and extended
+/// attributes (with them POSIX ACLs on Linux; xattrs and ACLs via `fcopyfile` on macOS).
+pub fn copy_metadata(from: &Path, meta: &Metadata, to: &File, _to_path: &Path) -> io::Result<()> {
+    to.set_permissions(meta.permissions())?;
+    // Keep the owner when we may (only root may give a file away); otherwise the file simply
+    // becomes ours, as with any editor's atomic save.
+    let _ = std::os::unix::fs::fchown(to, Some(meta.uid()), Some(meta.gid()));
+    let source = open_read(from)?;
+    os::copy_xattrs(&source, to)
+}
+
+/// True if `e` says the file system cannot exchange two names (then a checked rename is used).
+pub fn exchange_unsupported(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Unsupported
+        || matches!(e.raw_os_error(), Some(code) if code == libc::EINVAL || code == libc::ENOSYS || code == libc::ENOTSUP || code == libc::EOPNOTSUPP)
+}
+
+/// True if `e` says another program holds the file in a way that bars the replace for now.
+/// Unix has no mandatory sharing modes: never.
+pub fn is_busy(_e: &io::Error) -> bool {
+    false
+}
+
+/// True if `e` says the OS watch limit was reached (inotify: `ENOSPC`).
+pub fn is_watch_limit(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC)
+}
+
+/// The path as a C string for the raw calls.
+fn c_path(path: &Path) -> io::Result<CString> {
+    Ok(CString::new(path.as_os_str().as_bytes())?)
+}
+
+/// SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// The result of a raw call that returns 0 or -1 with `errno`.
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

@@ -1,0 +1,230 @@
+//! Windows: opens that never traverse a reparse point, `ReplaceFileW` as the exchange (it keeps
+//! the replaced file's ACLs, alternate streams and attributes), sharing violations as "busy",
+//! one recursive `ReadDirectoryChangesW` watch.
+
+use std::ffi::OsString;
+use std::fs::{File, FileType, Metadata, OpenOptions};
+use std::io;
+use std::os::windows::ffi::OsStrExt;
+use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
+use std::os::windows::io::AsRawHandle;
+use std::path::{Path, PathBuf};
+
+use windows_sys::Win32::Foundation::{
+    ERROR_INVALID_FUNCTION, ERROR_INVALID_PARAMETER, ERROR_LOCK_VIOLATION, ERROR_NOT_SUPPORTED,
+    ERROR_SHARING_VIOLATION, ERROR_UNABLE_TO_MOVE_REPLACEMENT, ERROR_UNABLE_TO_MOVE_REPLACEMENT_2,
+    ERROR_UNABLE_TO_REMOVE_REPLACED,
+};
+use windows_sys::Win32::Storage::FileSystem::{
+    GetFileInformationByHandle, GetFileType, MoveFileExW, ReplaceFileW, SetFileAttributesW,
+    BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_ARCHIVE, FILE_ATTRIBUTE_HIDDEN,
+    FILE_ATTRIBUTE_NORMAL, FILE_ATTRIBUTE_NOT_CONTENT_INDEXED, FILE_ATTRIBUTE_REPARSE_POINT,
+    FILE_ATTRIBUTE_SYSTEM, FILE_FLAG_OPEN_REPARSE_POINT, FILE_TYPE_DISK, REPLACEFILE_WRITE_THROUGH,
+};
+
+use crate::sys::WatchMode;
+
+/// `ReadDirectoryChangesW` watches a whole tree with one handle and has no watch limit.
+pub const WATCH_MODE: WatchMode = WatchMode::Recursive;
+
+/// An open that refused to go through what the path names (the error's payload).
+#[derive(Debug)]
+struct Refused(&'static str);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not a regular file ({})", self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+fn refused(kind: &'static str) -> io::Error {
+    io::Error::other(Refused(kind))
+}
+
+/// Opens `path` for reading without traversing a symlink or junction at it (the handle is the
+/// reparse point itself, refused as a symlink) and only if it is a disk file (a console or
+/// other device is refused, so nothing can block). Reparse points that are not links (cloud
+/// placeholders, deduplicated files) are opened as the file they are, after checking the second
+/// handle is the same file as the first.
+pub fn open_read(path: &Path) -> io::Result<File> {
+    open(path, false)
+}
+
+/// [`open_read`], for reading and writing in place.
+pub fn open_read_write(path: &Path) -> io::Result<File> {
+    open(path, true)
+}
+
+fn open(path: &Path, write: bool) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(write);
+    let file = options.clone().custom_flags(FILE_FLAG_OPEN_REPARSE_POINT).open(path)?;
+    // SAFETY: the handle is open for the duration of the call.
+    if unsafe { GetFileType(file.as_raw_handle()) } != FILE_TYPE_DISK {
+        return Err(refused("device"));
+    }
+    let meta = file.metadata()?;
+    if meta.file_type().is_symlink() {
+        return Err(refused("symlink"));
+    }
+    if meta.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT == 0 {
+        return Ok(file);
+    }
+    let through = options.open(path)?;
+    if file_id(&through)? != file_id(&file)? {
+        return Err(refused("symlink")); // swapped between the two opens
+    }
+    Ok(through)
+}
+
+/// The volume and file index: what makes a file the same file on Windows.
+fn file_id(file: &File) -> io::Result<(u32, u32, u32)> {
+    let info = handle_info(file)?;
+    Ok((info.dwVolumeSerialNumber, info.nFileIndexHigh, info.nFileIndexLow))
+}
+
+fn handle_info(file: &File) -> io::Result<BY_HANDLE_FILE_INFORMATION> {
+    // SAFETY: a zeroed struct of plain integers is valid; the handle is open.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is valid for writes; the handle is open for the duration of the call.
+    if unsafe { GetFileInformationByHandle(file.as_raw_handle(), &mut info) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info)
+}
+
+/// The kind of file an open refused to go through.
+pub fn refusal_kind(e: &io::Error) -> Option<&'static str> {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<Refused>()).map(|r| r.0)
+}
+
+/// Windows' file types are files, directories and links; nothing else to name.
+pub fn special_kind(_ft: &FileType) -> Option<&'static str> {
+    None
+}
+
+/// How many names the file has (NTFS hard links).
+pub fn link_count(path: &Path, _meta: &Metadata) -> io::Result<u64> {
+    Ok(handle_info(&open_read(path)?)?.nNumberOfLinks.into())
+}
+
+/// True unless opening `path` for writing is denied (ACLs). A sharing violation — another
+/// program has the file open — is not "read-only": the replace will say "busy" and be retried.
+pub fn writable(path: &Path) -> bool {
+    let open = OpenOptions::new().write(true).custom_flags(FILE_FLAG_OPEN_REPARSE_POINT).open(path);
+    !matches!(open, Err(e) if e.kind() == io::ErrorKind::PermissionDenied)
+}
+
+/// Gives `to` (a new file beside `from`) `from`'s attributes (hidden, system, archive, not
+/// indexed; never tempfile's "temporary"). ACLs and alternate streams are carried by
+/// `ReplaceFileW` itself.
+pub fn copy_metadata(_from: &Path, meta: &Metadata, _to: &File, to_path: &Path) -> io::Result<()> {
+    let keep = FILE_ATTRIBUTE_ARCHIVE
+        | FILE_ATTRIBUTE_HIDDEN
+        | FILE_ATTRIBUTE_SYSTEM
+        | FILE_ATTRIBUTE_NOT_CONTENT_INDEXED;
+    let attributes = match meta.file_attributes() & keep {
+        0 => FILE_ATTRIBUTE_NORMAL,
+        a => a,
+    };
+    // SAFETY: a valid NUL-terminated wide path.
+    if unsafe { SetFileAttributesW(wide(to_path).as_ptr(), attributes) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Puts `a`'s file at `b` and returns where `b`'s file now is: `ReplaceFileW(b, a, backup)`
+/// moves what was at `b` to a backup name beside `a` in the same call, so whatever was there
+/// at that instant — the scanned file or a user's newer one — is still in hand to check and,
+/// if need be, put back. `a` itself is gone afterwards.
+pub fn exchange(a: &Path, b: &Path) -> io::Result<PathBuf> {
+    let backup = backup_name(a);
+    // SAFETY: valid NUL-terminated wide paths; the two reserved pointers must be null.
+    let ok = unsafe {
+        ReplaceFileW(
+            wide(b).as_ptr(),
+            wide(a).as_ptr(),
+            wide(&backup).as_ptr(),
+            REPLACEFILE_WRITE_THROUGH,
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    if ok != 0 {
+        return Ok(backup);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(ERROR_UNABLE_TO_MOVE_REPLACEMENT_2 as i32) {
+        // The file at `b` was moved to the backup name but ours could not take its place: put
+        // it back unless something new is there already (then that is the newest write).
+        // SAFETY: valid NUL-terminated wide paths.
+        unsafe { MoveFileExW(wide(&backup).as_ptr(), wide(b).as_ptr(), 0) };
+    }
+    Err(err)
+}
+
+/// `.a.py.XXXX.fw-tmp` → `.a.py.XXXX.was.fw-tmp`: beside the temp file, and still one of the
+/// names the tree walk never reads.
+fn backup_name(a: &Path) -> PathBuf {
+    let name = a.file_name().unwrap_or_default().to_string_lossy();
+    let stem = name.strip_suffix(".fw-tmp").unwrap_or(&name);
+    let mut n = 0u32;
+    loop {
+        let candidate = a.with_file_name(OsString::from(format!("{stem}.was{n}.fw-tmp")));
+        if std::fs::symlink_metadata(&candidate).is_err() {
+            return candidate;
+        }
+        n += 1;
+    }
+}
+
+fn wide(path: &Path) -> Vec<u16> {
+    path.as_os_str().encode_wide().chain(std::iter::once(0)).collect()
+}
+
+fn os_error_in(e: &io::Error, codes: &[u32]) -> bool {
+    e.raw_os_error().is_some_and(|c| codes.iter().any(|&k| k as i32 == c))
+}
+
+/// True if `e` says the volume cannot replace files (some network or FAT drives): then a checked
+/// `MoveFileExW(MOVEFILE_REPLACE_EXISTING)` is used.
+pub fn exchange_unsupported(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Unsupported
+        || os_error_in(e, &[ERROR_NOT_SUPPORTED, ERROR_INVALID_FUNCTION, ERROR_INVALID_PARAMETER])
+}
+
+/// True if `e` says another program holds the file open without sharing delete (an editor, an
+/// indexer, a virus scanner): the replace did not happen and may be tried again later.
+pub fn is_busy(e: &io::Error) -> bool {
+    os_error_in(
+        e,
+        &[
+            ERROR_SHARING_VIOLATION,
+            ERROR_LOCK_VIOLATION,
+            ERROR_UNABLE_TO_REMOVE_REPLACED,
+            ERROR_UNABLE_TO_MOVE_REPLACEMENT,
+            ERROR_UNABLE_TO_MOVE_REPLACEMENT_2,
+        ],
+    )
+}
+
+/// `ReadDirectoryChangesW` has no watch limit.
+pub fn is_watch_limit(_e: &io::Error) -> bool {
+    false
+}
+
+/// Ctrl-C, Ctrl-Break, or the console closing.
+pub async fn shutdown_signal() {
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close};
+    let (Ok(mut c), Ok(mut brk), Ok(mut close)) = (ctrl_c(), ctrl_break(), ctrl_close()) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = c.recv() => {}
+        _ = brk.recv() => {}
+        _ = close.recv() => {}
+    }
+}
