@@ -32,6 +32,20 @@ pub enum StartError {
     /// The trigger word is unusable.
     #[error(transparent)]
     Trigger(#[from] BadTrigger),
+    /// `--tag never` needs somewhere to keep its ledger.
+    #[error(
+        "--tag never keeps its ledger in the user's state directory, but neither \
+         FILEWATCH_STATE_DIR, XDG_STATE_HOME, HOME nor LOCALAPPDATA is set"
+    )]
+    NoStateDir,
+    /// The `--tag never` ledger cannot be read or made.
+    #[error("{path}: cannot use the ask ledger: {source}")]
+    Ledger {
+        /// The ledger or its directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// Something that went wrong with one file or directory while running. Each is logged once
@@ -75,6 +89,14 @@ pub enum Problem {
         watch_limit()
     )]
     WatchLimit,
+    /// The `--tag never` ledger could not be read or written; asks are kept in memory.
+    #[error("{path}: ask ledger: {source}")]
+    Ledger {
+        /// The ledger.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The OS dropped events (queue overflow): the tree is looked at again.
     #[error("file events were lost; rescanning the tree")]
     EventsLost,

@@ -91,6 +91,13 @@ impl serde::Serialize for MarkerId {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for MarkerId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

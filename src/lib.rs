@@ -15,12 +15,14 @@
 #![deny(clippy::print_stdout)]
 #![deny(missing_docs)]
 
+mod asks;
 mod error;
 mod fsio;
 mod git;
 mod grammar;
 mod id;
 pub mod languages;
+mod live;
 mod pipeline;
 pub mod scan;
 pub mod server;
@@ -29,14 +31,16 @@ mod sys;
 mod walk;
 mod watch;
 
+pub use asks::{AskRecord, Asks, TagMode, RESOLVED_WINDOW};
 pub use error::{Problem, StartError};
 pub use fsio::{read_source, replace_checked, ReadError, Source, WriteError, MAX_FILE_SIZE};
 pub use git::GitWindow;
 pub use id::{uuid_random, BadId, MarkerId};
 pub use languages::{Language, LanguageTable};
+pub use live::{Ask, Live, LiveOptions, LivePipeline};
 pub use pipeline::{
-    candidate_files, relative, resolve_file, resolve_in_tree, scan_file, scan_paths, stamp_file,
-    Ask, EditError, FileMarkers, Live, LiveOptions, LivePipeline, ScanReport, WRITE_ATTEMPTS,
+    candidate_files, relative, resolve_file, resolve_in_tree, resolve_recorded, scan_file,
+    scan_paths, stamp_file, EditError, FileMarkers, ScanReport, WRITE_ATTEMPTS,
 };
 pub use scan::{DecidedBy, FallbackReason, Marker, MarkerView, Scanner, DEFAULT_TRIGGER};
 pub use sys::shutdown_signal;

@@ -12,7 +12,7 @@ use clap::Subcommand;
 use filewatch_mcp::languages::FileType;
 use filewatch_mcp::{
     EditError, FallbackReason, LanguageTable, Live, LiveOptions, Marker, MarkerId, Scanner,
-    DEFAULT_TRIGGER, WRITE_ATTEMPTS,
+    TagMode, DEFAULT_TRIGGER, WRITE_ATTEMPTS,
 };
 
 #[derive(clap::Parser)]
@@ -58,6 +58,10 @@ struct ServeArgs {
     /// The word that starts an ask.
     #[arg(long, default_value = DEFAULT_TRIGGER)]
     trigger: String,
+    /// Where an ask's id goes: `file` writes it into the marker (`@claude[fw-…]`); `never`
+    /// writes nothing and keeps it in a ledger in your state directory.
+    #[arg(long, value_enum, default_value = "file")]
+    tag: TagMode,
 }
 
 #[derive(Subcommand)]
@@ -92,6 +96,9 @@ enum Command {
         /// One JSON object per ask and line (the `scan` keys, `id` the new id, `stamped`).
         #[arg(long)]
         json: bool,
+        /// Where an ask's id goes: into the marker (`file`) or only into the ledger (`never`).
+        #[arg(long, value_enum, default_value = "file")]
+        tag: TagMode,
     },
     /// Tag every untagged marker (`@claude` → `@claude[fw-1a2b3c4d]`) and print the new asks.
     Stamp {
@@ -138,8 +145,8 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Serve(args) => serve(args),
         Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
-        Command::Watch { dir, root, debounce, trigger, json } => {
-            watch(dir.as_deref().unwrap_or(&root), debounce, &trigger, json)
+        Command::Watch { dir, root, debounce, trigger, json, tag } => {
+            watch(dir.as_deref().unwrap_or(&root), debounce, &trigger, json, tag)
         }
         Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
         Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
@@ -250,8 +257,15 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn watch(root: &Path, debounce: Duration, trigger: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let options = LiveOptions { root: root.to_path_buf(), debounce, trigger: trigger.to_string() };
+fn watch(
+    root: &Path,
+    debounce: Duration,
+    trigger: &str,
+    json: bool,
+    tag: TagMode,
+) -> anyhow::Result<ExitCode> {
+    let options =
+        LiveOptions { root: root.to_path_buf(), debounce, trigger: trigger.to_string(), tag };
     let (failed_tx, failed_rx) = std::sync::mpsc::channel::<io::Error>();
     let mut live = Live::start(&options, move |ask| match print_ask(&ask, json) {
         Ok(()) => ControlFlow::Continue(()),
@@ -309,7 +323,12 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
 
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = runtime()?;
-    let options = LiveOptions { root: args.root, debounce: args.debounce, trigger: args.trigger };
+    let options = LiveOptions {
+        root: args.root,
+        debounce: args.debounce,
+        trigger: args.trigger,
+        tag: args.tag,
+    };
     let result = runtime.block_on(filewatch_mcp::server::run(options));
     // stdin is read by a blocking thread that never returns while the client keeps the pipe
     // open: do not wait for it. Claude Code sends SIGTERM ~150 ms after SIGINT.

@@ -28,10 +28,12 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Mutex};
 
+use crate::asks::Asks;
 use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
-use crate::pipeline::{self, relative, Ask, Live, LiveOptions};
+use crate::live::{Ask, Live, LiveOptions};
+use crate::pipeline::{self, relative};
 use crate::scan::Scanner;
 
 /// The notification method Claude Code listens to.
@@ -78,6 +80,8 @@ asks still open in the tree. If a message has no replyTo, the file could not be 
 struct Shared {
     root: PathBuf,
     trigger: String,
+    /// The asks announced on this root: what `resolve_ask` finds by id.
+    asks: Asks,
     /// The client once it sent `notifications/initialized`; asks found before wait in `queue`.
     channel: Mutex<Channel>,
 }
@@ -188,12 +192,16 @@ impl FilewatchServer {
         let result = tokio::task::spawn_blocking(move || -> Result<Value, McpError> {
             let scanner = shared.scanner()?;
             let report = pipeline::scan_paths(&scanner, &[scope], TOOL_THREADS);
+            let records = shared.asks.snapshot();
             let (mut pending, mut unannounced) = (Vec::new(), Vec::new());
             for f in &report.files {
                 let file = relative(&shared.root, &f.path);
-                for m in &f.markers {
-                    let list = if m.is_tagged() { &mut pending } else { &mut unannounced };
-                    list.push(serde_json::to_value(m.view(&file)).unwrap_or_default());
+                let mine: Vec<_> =
+                    records.iter().filter(|r| r.file == file && r.is_pending()).collect();
+                for (m, id) in pipeline::with_records(&scanner, &f.path, &f.markers, &mine) {
+                    let view = crate::scan::MarkerView { id, ..m.view(&file) };
+                    let list = if id.is_some() { &mut pending } else { &mut unannounced };
+                    list.push(serde_json::to_value(view).unwrap_or_default());
                 }
             }
             Ok(json!({"pending": pending, "unannounced": unannounced}))
@@ -217,12 +225,28 @@ impl FilewatchServer {
         let shared = self.shared.clone();
         let outcome = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
             let scanner = shared.scanner().map_err(|e| e.message.to_string())?;
-            let root = [shared.root.clone()];
-            let done: Vec<String> = pipeline::resolve_in_tree(&scanner, &root, id, TOOL_THREADS)
-                .map_err(|e| format!("{id}: {e}"))?
-                .iter()
-                .map(|p| relative(&shared.root, p))
-                .collect();
+            // An ask of this run is found by its record (its tag may be gone); an older one
+            // by its tag, anywhere in the tree.
+            let done: Vec<String> = match shared.asks.by_id(id).filter(|r| r.is_pending()) {
+                Some(record) => {
+                    let removed = pipeline::resolve_recorded(&scanner, &shared.root, &record)
+                        .map_err(|e| format!("{id}: {e}"))?;
+                    if removed {
+                        vec![record.file.clone()]
+                    } else {
+                        Vec::new()
+                    }
+                }
+                None => {
+                    let root = [shared.root.clone()];
+                    pipeline::resolve_in_tree(&scanner, &root, id, TOOL_THREADS)
+                        .map_err(|e| format!("{id}: {e}"))?
+                        .iter()
+                        .map(|p| relative(&shared.root, p))
+                        .collect()
+                }
+            };
+            shared.asks.resolve(id);
             if done.is_empty() {
                 return Err(format!("no marker with id {id} in the project (already resolved?)"));
             }
@@ -421,6 +445,7 @@ where
 pub async fn serve<R, W>(
     root: PathBuf,
     trigger: String,
+    records: Asks,
     input: R,
     output: W,
     mut asks: mpsc::Receiver<Ask>,
@@ -428,7 +453,8 @@ pub async fn serve<R, W>(
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let shared = Arc::new(Shared { root, trigger, channel: Mutex::new(Channel::default()) });
+    let channel = Mutex::new(Channel::default());
+    let shared = Arc::new(Shared { root, trigger, asks: records, channel });
     let (rmcp_in, filter_end) = tokio::io::duplex(PIPE_BUFFER);
     let (writer_end, rmcp_out) = tokio::io::duplex(PIPE_BUFFER);
     let (err_tx, err_rx) = mpsc::channel(FILTER_REPLIES);
@@ -465,8 +491,8 @@ pub async fn run(options: LiveOptions) -> Result<(), StartError> {
     })?;
     tracing::debug!("filewatch-mcp {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     let root = live.root().to_path_buf();
-    let session =
-        serve(root, options.trigger.clone(), tokio::io::stdin(), tokio::io::stdout(), ask_rx);
+    let (trigger, records) = (options.trigger.clone(), live.asks().clone());
+    let session = serve(root, trigger, records, tokio::io::stdin(), tokio::io::stdout(), ask_rx);
     tokio::select! {
         () = session => {}
         () = live.finished() => {}

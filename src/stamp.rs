@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use crate::id::MarkerId;
+use crate::languages::Language;
 use crate::scan::Marker;
 
 /// One tag to insert: `[id]` goes at `insert_at` (right after the trigger).
@@ -57,14 +58,17 @@ pub fn splice(src: &[u8], stamps: &[Stamp]) -> Vec<u8> {
 /// (line ending included); a comment after code goes with the whitespace before it; a comment
 /// before code goes with the whitespace after it. Nothing else changes.
 pub fn resolve(src: &[u8], markers: &[Marker], id: MarkerId) -> Result<Vec<u8>, ResolveError> {
-    let mut cuts: Vec<(usize, usize)> = markers
-        .iter()
-        .filter(|m| m.tag == Some(id))
-        .map(|m| removal(src, m.comment.start, m.comment.end))
-        .collect();
-    if cuts.is_empty() {
+    let tagged: Vec<&Marker> = markers.iter().filter(|m| m.tag == Some(id)).collect();
+    if tagged.is_empty() {
         return Err(ResolveError::UnknownId(id));
     }
+    Ok(remove(src, &tagged))
+}
+
+/// `src` without the given markers (each as [`resolve`] removes one); nothing else changes.
+pub fn remove(src: &[u8], markers: &[&Marker]) -> Vec<u8> {
+    let mut cuts: Vec<(usize, usize)> =
+        markers.iter().map(|m| removal(src, m.comment.start, m.comment.end)).collect();
     cuts.sort_unstable();
     let mut out = Vec::with_capacity(src.len());
     let mut cursor = 0;
@@ -74,7 +78,41 @@ pub fn resolve(src: &[u8], markers: &[Marker], id: MarkerId) -> Result<Vec<u8>, 
         cursor = cursor.max(end);
     }
     out.extend_from_slice(&src[cursor..]);
-    Ok(out)
+    out
+}
+
+/// True if the marker is a paragraph of line comments over several lines (not one block
+/// comment): an ask whose lines can be told apart, and cut.
+pub fn is_paragraph(lang: &Language, src: &[u8], m: &Marker) -> bool {
+    let comment = &src[m.comment.clone()];
+    m.end_line > m.line
+        && !lang.block_comments.iter().any(|d| comment.starts_with(d.open.as_bytes()))
+}
+
+/// A paragraph marker cut to its first `lines` lines (at least one): its text, last line and
+/// comment range shortened; any other marker as it is.
+pub fn first_lines(lang: &Language, src: &[u8], m: &Marker, lines: usize) -> Marker {
+    let lines = lines.max(1);
+    if !is_paragraph(lang, src, m) || m.line + lines > m.end_line {
+        return m.clone();
+    }
+    // The end of the `lines`-th physical line of the comment, without its line ending.
+    let mut end = m.comment.start;
+    for _ in 0..lines {
+        let rest = &src[end..m.comment.end];
+        end = memchr::memchr(b'\n', rest).map_or(m.comment.end, |i| end + i + 1);
+    }
+    let mut end = end.min(m.comment.end);
+    while end > m.comment.start && matches!(src[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let text: Vec<&str> = m.text.split('\n').take(lines).collect();
+    Marker {
+        end_line: m.line + lines - 1,
+        comment: m.comment.start..end,
+        text: text.join("\n"),
+        ..m.clone()
+    }
 }
 
 /// The byte range to delete for a comment at `start..end`.
@@ -234,5 +272,23 @@ mod tests {
             resolve(b"# @claude x\n", &markers("python", b"# @claude x\n"), id("fw-12345678"))
                 .unwrap_err();
         assert_eq!(err.to_string(), "no marker with id fw-12345678 in this file");
+    }
+
+    #[test]
+    fn a_paragraph_cut_to_its_first_lines() {
+        let table = LanguageTable::builtin();
+        let src = b"x = 1\n# @claude fix this\n# and that\n# SAFETY: old\ny = 2\n";
+        let m = &markers("python", src)[0];
+        assert_eq!((m.line, m.end_line), (2, 4));
+        let cut = first_lines(table.get("python").unwrap(), src, m, 2);
+        assert_eq!(
+            (cut.line, cut.end_line, cut.text.as_str()),
+            (2, 3, "@claude fix this\nand that")
+        );
+        assert_eq!(remove(src, &[&cut]), b"x = 1\n# SAFETY: old\ny = 2\n");
+        // A block comment is one unit: never cut.
+        let block = b"/* @claude a\n * b */\nfn f() {}\n";
+        let m = &markers("rust", block)[0];
+        assert_eq!(first_lines(table.get("rust").unwrap(), block, m, 1), *m);
     }
 }

@@ -74,6 +74,7 @@ async fn handshake_notifications_and_tools() {
     let server_task = tokio::spawn(server::serve(
         root.clone(),
         DEFAULT_TRIGGER.to_string(),
+        filewatch_mcp::Asks::in_memory(),
         server_read,
         server_write,
         ask_rx,

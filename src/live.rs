@@ -1,0 +1,747 @@
+//! The live pipeline behind `watch` and the server: a changed file is read, its fresh markers
+//! are found, those git brought or the user already asked are dropped, a paragraph is cut to
+//! the lines written with it, and the rest are stamped (or, with `--tag never`, only recorded)
+//! and handed on as [`Ask`]s — by one worker, [`Live`], that both front ends run.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::asks::{self, AskRecord, Asks, TagMode};
+use crate::error::{Problem, StartError};
+use crate::fsio::{self, Source, WriteError};
+use crate::git::{self, GitWindow};
+use crate::id::{uuid_random, MarkerId};
+use crate::languages::{Language, LanguageTable};
+use crate::pipeline::{is_recorded, relative};
+use crate::scan::{Marker, Scanner};
+use crate::stamp::{self, Stamp};
+use crate::watch::{Change, Watch, WatchStats};
+
+/// The previous bytes of recently changed files are kept up to this total: what tells the lines
+/// a user just wrote from those that were already there.
+const PREVIOUS_BYTES: usize = 32 * 1024 * 1024;
+
+/// A new ask: a marker the user just wrote, with its id.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// The file relative to the root, `/`-separated.
+    pub file: String,
+    /// The marker as announced (a paragraph cut to the lines written with it); `tag` holds the
+    /// ask's id, unless the file could not be written in `--tag file` mode.
+    pub marker: Marker,
+    /// True when the id is written into the file as a tag.
+    pub stamped: bool,
+}
+
+impl Ask {
+    /// The id the ask is known by: `None` only for a file that could not be stamped.
+    pub fn id(&self) -> Option<MarkerId> {
+        self.marker.tag
+    }
+
+    /// The id for logs, or `untagged`.
+    pub fn label(&self) -> String {
+        self.id().map_or_else(|| "untagged".to_string(), |id| id.to_string())
+    }
+}
+
+/// Turns changed paths into asks, exactly once each: a marker is recorded and stamped first and
+/// announced only once its tag is on disk; a stamp that loses a race with the user's write
+/// announces nothing (that write brings its own change); a marker that matches an ask already
+/// announced (an editor's stale copy) is that ask, and is left alone.
+pub struct LivePipeline<'t> {
+    root: PathBuf,
+    scanner: Scanner<'t>,
+    mode: TagMode,
+    asks: Asks,
+    /// Content hash of each file as we last left it: a change event for bytes we have already
+    /// handled (our own stamp's rename, a touch) costs one read and a hash.
+    last_seen: HashMap<PathBuf, u64>,
+    /// The bytes of recently changed files as we last saw them.
+    previous: Previous,
+    /// Untagged markers that git brought, by file and line text: not announced this run.
+    from_git: HashSet<(PathBuf, Vec<u8>)>,
+    /// Files read and scanned (not skipped as unchanged): for logs and tests.
+    scanned: usize,
+}
+
+impl<'t> LivePipeline<'t> {
+    /// A pipeline that stamps files and remembers its asks for this run. `root` must be
+    /// canonical (as [`Watch`] reports paths).
+    pub fn new(root: PathBuf, scanner: Scanner<'t>) -> Self {
+        LivePipeline::with_asks(root, scanner, TagMode::File, Asks::in_memory())
+    }
+
+    /// A pipeline that records its asks in `asks`, stamping files or not as `mode` says.
+    pub fn with_asks(root: PathBuf, scanner: Scanner<'t>, mode: TagMode, asks: Asks) -> Self {
+        LivePipeline {
+            root,
+            scanner,
+            mode,
+            asks,
+            last_seen: HashMap::new(),
+            previous: Previous::default(),
+            from_git: HashSet::new(),
+            scanned: 0,
+        }
+    }
+
+    /// How many changes were scanned; a change to bytes we left as they are is not.
+    pub fn scanned(&self) -> usize {
+        self.scanned
+    }
+
+    /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
+    /// its index lock while the file changed (see [`Change`]).
+    pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
+        let Some(source) = self.read(path) else { return Vec::new() };
+        let hash = content_hash(&source.bytes);
+        if self.last_seen.get(path) == Some(&hash) {
+            tracing::debug!("{}: unchanged since we left it", path.display());
+            return Vec::new(); // bytes we already handled: our own stamp, a touch
+        }
+        let bytes = &source.bytes;
+        let Some(lang) = self.scanner.table().detect(path, bytes) else { return Vec::new() };
+        let file = relative(&self.root, path);
+        let mut fresh = self.fresh_markers(lang, path, &file, bytes);
+        if !fresh.is_empty() {
+            let old_lines = self.old_lines(path, from_git);
+            fresh = self.drop_git_lines(path, bytes, fresh, &old_lines.git);
+            fresh = cut_to_new_lines(lang, bytes, fresh, &old_lines.all);
+        }
+        let asks = if fresh.is_empty() {
+            Vec::new()
+        } else {
+            self.announce(lang, path, &file, &source, fresh)
+        };
+        if self.last_seen.get(path).is_none_or(|h| *h == hash) || asks.is_empty() {
+            self.remember(path, bytes);
+        }
+        asks
+    }
+
+    /// The file's bytes, if it is ours to read: inside the root (symlinks are not followed,
+    /// but be sure), of a type some language may claim, and a readable regular file.
+    fn read(&mut self, path: &Path) -> Option<Source> {
+        if !path.starts_with(&self.root) || !self.scanner.table().may_claim(path) {
+            return None;
+        }
+        match fsio::read_source(path) {
+            Ok(source) => Some(source),
+            Err(e) => {
+                if path.exists() {
+                    Problem::Read(e).log();
+                } else {
+                    tracing::debug!("{e}"); // deleted or renamed away: its new path says so
+                }
+                self.last_seen.remove(path);
+                None
+            }
+        }
+    }
+
+    /// The untagged markers of the file that are neither git's nor an ask already announced;
+    /// and the asks of this file whose marker is gone are settled.
+    fn fresh_markers(
+        &mut self,
+        lang: &Language,
+        path: &Path,
+        file: &str,
+        bytes: &[u8],
+    ) -> Vec<Marker> {
+        self.scanned += 1;
+        let markers = self.scanner.scan(lang, bytes);
+        tracing::debug!("{}: {} marker(s)", path.display(), markers.len());
+        let records = self.asks.update(|records| {
+            settle_gone(lang, bytes, file, &markers, records);
+            records.iter().filter(|r| r.file == file).cloned().collect::<Vec<_>>()
+        });
+        let is_git = |m: &Marker| self.from_git.contains(&(path.to_path_buf(), line_of(bytes, m)));
+        markers
+            .into_iter()
+            .filter(|m| !m.is_tagged() && !is_git(m))
+            .filter(|m| {
+                let known = known(lang, bytes, m, &records);
+                if let Some(r) = known {
+                    tracing::debug!("{}:{}: already asked as {}", path.display(), m.line, r.id);
+                }
+                known.is_none()
+            })
+            .collect()
+    }
+
+    /// The lines the file held before: in git (see [`git::lines_git_could_write`]) and in the
+    /// version we last saw.
+    fn old_lines(&self, path: &Path, from_git: Option<&GitWindow>) -> OldLines {
+        let git = git::lines_git_could_write(path, from_git);
+        let mut all = git.clone();
+        if let Some(previous) = self.previous.get(path) {
+            all.extend(
+                previous
+                    .split(|&b| b == b'\n')
+                    .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec()),
+            );
+        }
+        OldLines { git, all }
+    }
+
+    /// Drops the markers that arrived through git rather than from the user's hands: their
+    /// trigger line is in a version of the file git could have written. They stay quiet for
+    /// the rest of the run.
+    fn drop_git_lines(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        mut fresh: Vec<Marker>,
+        git_lines: &HashSet<Vec<u8>>,
+    ) -> Vec<Marker> {
+        fresh.retain(|m| {
+            let line = line_of(bytes, m);
+            let arrived = git_lines.contains(&line);
+            if arrived {
+                tracing::debug!("{}:{}: from git, not announced", path.display(), m.line);
+                self.from_git.insert((path.to_path_buf(), line));
+            }
+            !arrived
+        });
+        fresh
+    }
+
+    /// Records the fresh markers as asks with new ids (unless another server on the root just
+    /// did), then, with `--tag file`, stamps them. If the user wrote the file meanwhile, nothing
+    /// (their write brings its own change); if the file cannot be written, the asks go out
+    /// untagged — recorded, so once.
+    fn announce(
+        &mut self,
+        lang: &Language,
+        path: &Path,
+        file: &str,
+        source: &Source,
+        fresh: Vec<Marker>,
+    ) -> Vec<Ask> {
+        let bytes = &source.bytes;
+        let claimed = self.asks.update(|records| claim(lang, bytes, file, fresh, records));
+        let ask = |marker, stamped| Ask {
+            path: path.to_path_buf(),
+            file: file.to_string(),
+            marker,
+            stamped,
+        };
+        if claimed.is_empty() || self.mode == TagMode::Never {
+            return claimed.into_iter().map(|m| ask(m, false)).collect();
+        }
+        let stamps: Vec<Stamp> = claimed
+            .iter()
+            .filter_map(|m| Some(Stamp { insert_at: m.insert_at, id: m.tag? }))
+            .collect();
+        let stamped = stamp::splice(bytes, &stamps);
+        match fsio::replace_checked(path, bytes, &stamped) {
+            Ok(()) => {
+                tracing::debug!("{}: stamped {} ask(s)", path.display(), stamps.len());
+                self.last_seen.insert(path.to_path_buf(), content_hash(&stamped));
+                self.remember(path, &stamped);
+                claimed.into_iter().map(|m| ask(m, true)).collect()
+            }
+            Err(WriteError::Conflict { .. }) => {
+                tracing::debug!(
+                    "{}: changed while stamping; its own event follows",
+                    path.display()
+                );
+                let ids: Vec<MarkerId> = stamps.iter().map(|s| s.id).collect();
+                self.asks.update(|records| records.retain(|r| !ids.contains(&r.id)));
+                Vec::new()
+            }
+            Err(e) => {
+                Problem::Write(e).log();
+                claimed.into_iter().map(|m| ask(Marker { tag: None, ..m }, false)).collect()
+            }
+        }
+    }
+
+    fn remember(&mut self, path: &Path, bytes: &[u8]) {
+        self.last_seen.insert(path.to_path_buf(), content_hash(bytes));
+        self.previous.insert(path, bytes);
+    }
+}
+
+/// What a file held before this change.
+struct OldLines {
+    /// Lines git could have written.
+    git: HashSet<Vec<u8>>,
+    /// Those, and the lines of the version we last saw.
+    all: HashSet<Vec<u8>>,
+}
+
+/// The recorded ask (pending, or resolved within the window) that untagged marker `m` is a
+/// copy of, if any.
+fn known<'r>(
+    lang: &Language,
+    src: &[u8],
+    m: &Marker,
+    records: &'r [AskRecord],
+) -> Option<&'r AskRecord> {
+    let now = asks::now();
+    let window = asks::RESOLVED_WINDOW.as_secs();
+    records.iter().find(|r| {
+        r.resolved.is_none_or(|at| now.saturating_sub(at) < window) && is_recorded(lang, src, m, r)
+    })
+}
+
+/// Pending asks of `file` whose marker is gone (resolved by hand, deleted) are resolved now, so
+/// a stale buffer that brings them back within the window does not ask again.
+fn settle_gone(
+    lang: &Language,
+    src: &[u8],
+    file: &str,
+    markers: &[Marker],
+    records: &mut [AskRecord],
+) {
+    for r in records.iter_mut().filter(|r| r.file == file && r.is_pending()) {
+        if !markers.iter().any(|m| is_recorded(lang, src, m, r)) {
+            tracing::debug!("{file}: {} is gone; settled", r.id);
+            r.resolved = Some(asks::now());
+        }
+    }
+}
+
+/// Gives each fresh marker a new id and records it — unless, looked at under the ledger's
+/// lock, another server on the root has just recorded it. Returns the markers claimed, with
+/// their ids as tags.
+fn claim(
+    lang: &Language,
+    src: &[u8],
+    file: &str,
+    fresh: Vec<Marker>,
+    records: &mut Vec<AskRecord>,
+) -> Vec<Marker> {
+    let mut taken: HashSet<MarkerId> = records.iter().map(|r| r.id).collect();
+    let mut claimed = Vec::new();
+    for m in fresh {
+        if known(lang, src, &m, records).is_some() {
+            continue;
+        }
+        let id = MarkerId::fresh(src, &taken, uuid_random);
+        taken.insert(id);
+        records.push(AskRecord {
+            id,
+            file: file.to_string(),
+            text: m.text.clone(),
+            lines: m.end_line - m.line + 1,
+            announced: asks::now(),
+            resolved: None,
+        });
+        claimed.push(Marker { tag: Some(id), ..m });
+    }
+    claimed
+}
+
+/// A paragraph ask ends before the first of its continuation lines that the file already held
+/// (a `// SAFETY:` note, a licence header, a doc comment the ask was written above): only the
+/// lines written with the ask are the ask. A paragraph whose first line is old too was there
+/// before (a dormant ask) and is kept whole.
+fn cut_to_new_lines(
+    lang: &Language,
+    src: &[u8],
+    fresh: Vec<Marker>,
+    old: &HashSet<Vec<u8>>,
+) -> Vec<Marker> {
+    fresh
+        .into_iter()
+        .map(|m| {
+            if old.is_empty()
+                || !stamp::is_paragraph(lang, src, &m)
+                || old.contains(&line_of(src, &m))
+            {
+                return m;
+            }
+            let start = line_start(src, m.comment.start);
+            let lines = src[start..m.comment.end].split(|&b| b == b'\n');
+            let new = lines
+                .skip(1)
+                .take_while(|l| !old.contains(l.strip_suffix(b"\r").unwrap_or(l)))
+                .count();
+            stamp::first_lines(lang, src, &m, new + 1)
+        })
+        .collect()
+}
+
+/// The bytes of recently changed files, bounded by [`PREVIOUS_BYTES`]: the oldest go first.
+#[derive(Default)]
+struct Previous {
+    files: HashMap<PathBuf, Arc<[u8]>>,
+    order: VecDeque<PathBuf>,
+    total: usize,
+}
+
+impl Previous {
+    fn get(&self, path: &Path) -> Option<&[u8]> {
+        self.files.get(path).map(|b| &b[..])
+    }
+
+    fn insert(&mut self, path: &Path, bytes: &[u8]) {
+        if let Some(old) = self.files.insert(path.to_path_buf(), bytes.into()) {
+            self.total -= old.len();
+            self.order.retain(|p| p != path);
+        }
+        self.total += bytes.len();
+        self.order.push_back(path.to_path_buf());
+        while self.total > PREVIOUS_BYTES {
+            let Some(oldest) = self.order.pop_front() else { break };
+            if let Some(gone) = self.files.remove(&oldest) {
+                self.total -= gone.len();
+            }
+        }
+    }
+}
+
+fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+fn line_start(src: &[u8], offset: usize) -> usize {
+    src[..offset].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+}
+
+/// The whole line holding the marker's trigger, without its line ending: what git's versions
+/// of the file are searched for (a multi-line ask is known by its first line).
+fn line_of(src: &[u8], m: &Marker) -> Vec<u8> {
+    let at = m.insert_at;
+    let start = line_start(src, at);
+    let end = memchr::memchr(b'\n', &src[at..]).map_or(src.len(), |i| at + i);
+    let line = &src[start..end];
+    line.strip_suffix(b"\r").unwrap_or(line).to_vec()
+}
+
+// ---- the one live worker: watch → pipeline → asks, for `watch` and the server --------------
+
+/// How a live run is set up.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// The directory to watch.
+    pub root: PathBuf,
+    /// Quiet time after a file's last event before it is read.
+    pub debounce: Duration,
+    /// The word that starts an ask.
+    pub trigger: String,
+    /// Where an ask's id goes: into the file, or only into the ledger.
+    pub tag: TagMode,
+}
+
+/// A running watch and the worker that turns its changes into asks. Every ask goes to the
+/// sink given to [`Live::start`], in order; the sink answers [`ControlFlow::Break`] when
+/// nobody listens any more, and the worker ends.
+pub struct Live {
+    asks: Asks,
+    watch: Option<Watch>,
+    worker: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    finished: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl Live {
+    /// Watches the root and starts the worker; returns once every directory is watched.
+    pub fn start(
+        options: &LiveOptions,
+        on_ask: impl FnMut(Ask) -> ControlFlow<()> + Send + 'static,
+    ) -> Result<Live, StartError> {
+        let scanner = Scanner::new(LanguageTable::builtin(), &options.trigger)?;
+        let (watch, changes) = Watch::start(&options.root, options.debounce)?;
+        let root = watch.root().to_path_buf();
+        let asks = Asks::for_mode(options.tag, &root)?;
+        let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        let worker = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("pipeline".into())
+                .spawn(move || {
+                    run_live(&mut live, &changes, &stop, on_ask);
+                    drop(done); // tells `finished`
+                })
+                .map_err(StartError::Thread)?
+        };
+        Ok(Live { asks, watch: Some(watch), worker: Some(worker), stop, finished: Some(finished) })
+    }
+
+    /// The asks this run records (shared with the worker).
+    pub fn asks(&self) -> &Asks {
+        &self.asks
+    }
+
+    /// The watched root, canonical.
+    pub fn root(&self) -> &Path {
+        self.watch.as_ref().map_or(Path::new(""), Watch::root)
+    }
+
+    /// What could be watched at start-up.
+    pub fn stats(&self) -> WatchStats {
+        self.watch.as_ref().map(|w| w.stats().clone()).unwrap_or_default()
+    }
+
+    /// Resolves when the worker has ended on its own (its sink stopped listening).
+    pub async fn finished(&mut self) {
+        if let Some(finished) = self.finished.as_mut() {
+            let _ = finished.await;
+        }
+    }
+
+    /// Stops watching, lets the worker finish the file at hand (a stamp is never left
+    /// half-done, so no temp file stays behind) and waits for it.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(watch) = self.watch.take() {
+            watch.stop(); // ends the stream of changes: the worker's wait returns
+        }
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The worker's loop: each change as it comes (no polling), until the changes end, `stop` is
+/// set, or the sink breaks.
+fn run_live(
+    live: &mut LivePipeline,
+    changes: &Receiver<Change>,
+    stop: &AtomicBool,
+    mut on_ask: impl FnMut(Ask) -> ControlFlow<()>,
+) {
+    while let Ok(change) = changes.recv() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::debug!("changed: {}", change.path.display());
+        for ask in live.process(&change.path, change.from_git.as_ref()) {
+            tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
+            if on_ask(ask).is_break() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::DEFAULT_TRIGGER;
+
+    fn live(root: &Path) -> LivePipeline<'static> {
+        let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
+        LivePipeline::new(root.canonicalize().unwrap(), scanner)
+    }
+
+    /// Our own stamp's write comes back as a change: it costs a read and a hash, not a scan.
+    #[test]
+    fn own_writes_are_not_scanned_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.py");
+        std::fs::write(&p, "# @claude one\n").unwrap();
+        assert_eq!(live.process(&p, None).len(), 1);
+        assert_eq!(live.scanned(), 1);
+        assert!(live.process(&p, None).is_empty());
+        assert_eq!(live.scanned(), 1, "the stamped bytes were scanned again");
+        std::fs::write(&p, format!("{}# @claude two\n", std::fs::read_to_string(&p).unwrap()))
+            .unwrap();
+        assert_eq!(live.process(&p, None).len(), 1);
+        assert_eq!(live.scanned(), 2);
+    }
+
+    /// A multi-line ask committed in HEAD is git's, known by its first line.
+    #[test]
+    fn multi_line_asks_from_head_are_not_announced() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let root = live.root.clone();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&root)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        let p = root.join("a.rs");
+        std::fs::write(&p, "/* @claude committed\n   over two lines */\nfn a() {}\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-qm", "x"]);
+        std::fs::write(
+            &p,
+            "/* @claude committed\n   over two lines */\nfn a() {}\n// @claude new\n",
+        )
+        .unwrap();
+        let asks = live.process(&p, None);
+        let texts: Vec<&str> = asks.iter().map(|a| a.marker.text.as_str()).collect();
+        assert_eq!(texts, ["@claude new"]);
+    }
+
+    fn scanner() -> Scanner<'static> {
+        Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap()
+    }
+
+    fn resolve(live: &LivePipeline, id: MarkerId) {
+        let record = live.asks.by_id(id).expect("a recorded ask");
+        assert!(crate::pipeline::resolve_recorded(&live.scanner, &live.root, &record).unwrap());
+        live.asks.resolve(id);
+    }
+
+    /// An editor's stale buffer writes the marker back without its tag (with another edit),
+    /// and saves again; the ask is resolved; the stale buffer is saved once more. One ask, one
+    /// id, the stale copies never re-stamped, and the file ends as the user's bytes minus the
+    /// ask.
+    #[test]
+    fn a_stale_buffer_is_the_same_ask() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.rs");
+        std::fs::write(&p, "fn a() {}\n// @claude why?\nfn b() {}\n").unwrap();
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1);
+        let id = asks[0].id().unwrap();
+        assert!(asks[0].stamped);
+        let stale = "fn a() { 1 }\n// @claude why?\nfn b() {}\n";
+        for _ in 0..2 {
+            std::fs::write(&p, stale).unwrap();
+            assert!(live.process(&p, None).is_empty(), "a stale copy asked again");
+            assert_eq!(
+                std::fs::read_to_string(&p).unwrap(),
+                stale,
+                "the stale copy was re-stamped"
+            );
+        }
+        resolve(&live, id);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "fn a() { 1 }\nfn b() {}\n");
+        std::fs::write(&p, stale).unwrap();
+        assert!(live.process(&p, None).is_empty(), "a resolved ask came back from a stale buffer");
+        // The same place, new words: a new ask.
+        std::fs::write(&p, "fn a() { 1 }\n// @claude why not?\nfn b() {}\n").unwrap();
+        let again = live.process(&p, None);
+        assert_eq!(again.len(), 1);
+        assert_ne!(again[0].id(), Some(id));
+    }
+
+    /// A marker removed by hand (not through `resolve_ask`) is settled too.
+    #[test]
+    fn a_marker_deleted_by_hand_does_not_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.py");
+        std::fs::write(&p, "# @claude one\nx = 1\n").unwrap();
+        let id = live.process(&p, None)[0].id().unwrap();
+        std::fs::write(&p, "x = 1\n").unwrap();
+        assert!(live.process(&p, None).is_empty());
+        assert!(!live.asks.by_id(id).unwrap().is_pending());
+        std::fs::write(&p, "# @claude one\nx = 1\n").unwrap();
+        assert!(live.process(&p, None).is_empty());
+    }
+
+    /// An ask written right above comments that were already there is only its own lines:
+    /// it is announced so, and resolving it gives back the original file, byte for byte.
+    #[test]
+    fn an_ask_is_only_the_lines_written_with_it() {
+        let originals = [
+            (
+                "safety.rs",
+                "fn f() {\n    // SAFETY: the pointer is valid\n    unsafe { g() }\n}\n",
+                1,
+                "    // @claude is this sound?\n    // think about aliasing\n",
+            ),
+            (
+                "licence.py",
+                "# Copyright 2024 Alice\n# SPDX-License-Identifier: MIT\nimport os\n",
+                0,
+                "# @claude check the licence year\n",
+            ),
+            (
+                "doc.rs",
+                "/// Adds one.\n/// Panics never.\nfn inc(x: u8) -> u8 { x + 1 }\n",
+                0,
+                "// @claude overflow?\n// at 255\n",
+            ),
+            (
+                "todo.go",
+                "package a\n\n// TODO(alice): remove\nvar x = 1\n",
+                2,
+                "// @claude who is alice?\n",
+            ),
+        ];
+        for (name, original, at, ask) in originals {
+            let dir = tempfile::tempdir().unwrap();
+            let mut live = live(dir.path());
+            let p = live.root.join(name);
+            std::fs::write(&p, original).unwrap();
+            assert!(live.process(&p, None).is_empty(), "{name}: no ask yet");
+            let mut lines: Vec<&str> = original.split_inclusive('\n').collect();
+            lines.insert(at, ask);
+            std::fs::write(&p, lines.concat()).unwrap();
+            let asks = live.process(&p, None);
+            assert_eq!(asks.len(), 1, "{name}");
+            let want: Vec<&str> =
+                ask.lines().map(|l| l.trim_start().trim_start_matches(['/', '#']).trim()).collect();
+            assert_eq!(asks[0].marker.text, want.join("\n"), "{name}");
+            assert_eq!(
+                asks[0].marker.end_line - asks[0].marker.line + 1,
+                ask.lines().count(),
+                "{name}"
+            );
+            resolve(&live, asks[0].id().unwrap());
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), original, "{name}: resolve took more");
+        }
+    }
+
+    /// `--tag never`: no byte of the file changes; the ledger remembers the ask across a
+    /// restart, and resolve is the only write.
+    #[test]
+    fn tag_never_writes_nothing_and_remembers_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let start = || {
+            let asks = Asks::with_ledger_in(state.path(), &root).unwrap();
+            LivePipeline::with_asks(root.clone(), scanner(), TagMode::Never, asks)
+        };
+        let mut live = start();
+        let p = root.join("a.py");
+        let text = "x = 1\n# @claude rename x\n";
+        std::fs::write(&p, text).unwrap();
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1);
+        assert!(!asks[0].stamped);
+        let id = asks[0].id().expect("an id from the ledger");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), text, "the file was written");
+        std::fs::write(&p, format!("{text}y = 2\n")).unwrap();
+        assert!(live.process(&p, None).is_empty());
+        drop(live);
+        let mut restarted = start();
+        std::fs::write(&p, format!("{text}y = 3\n")).unwrap();
+        assert!(restarted.process(&p, None).is_empty(), "announced again after a restart");
+        resolve(&restarted, id);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "x = 1\ny = 3\n");
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "nothing else in the tree");
+    }
+}
