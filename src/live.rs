@@ -169,7 +169,7 @@ impl<'t> LivePipeline<'t> {
             .into_iter()
             .filter(|m| !m.is_tagged() && !is_git(m))
             .filter(|m| {
-                let known = known(lang, bytes, m, &records);
+                let known = known(lang, bytes, file, m, &records);
                 if let Some(r) = known {
                     tracing::debug!("{}:{}: already asked as {}", path.display(), m.line, r.id);
                 }
@@ -285,13 +285,16 @@ struct OldLines {
 fn known<'r>(
     lang: &Language,
     src: &[u8],
+    file: &str,
     m: &Marker,
     records: &'r [AskRecord],
 ) -> Option<&'r AskRecord> {
     let now = asks::now();
     let window = asks::RESOLVED_WINDOW.as_secs();
     records.iter().find(|r| {
-        r.resolved.is_none_or(|at| now.saturating_sub(at) < window) && is_recorded(lang, src, m, r)
+        r.file == file
+            && r.resolved.is_none_or(|at| now.saturating_sub(at) < window)
+            && is_recorded(lang, src, m, r)
     })
 }
 
@@ -325,7 +328,7 @@ fn claim(
     let mut taken: HashSet<MarkerId> = records.iter().map(|r| r.id).collect();
     let mut claimed = Vec::new();
     for m in fresh {
-        if known(lang, src, &m, records).is_some() {
+        if known(lang, src, file, &m, records).is_some() {
             continue;
         }
         let id = MarkerId::fresh(src, &taken, uuid_random);
@@ -643,6 +646,18 @@ mod tests {
         let again = live.process(&p, None);
         assert_eq!(again.len(), 1);
         assert_ne!(again[0].id(), Some(id));
+    }
+
+    /// The same words in another file are another ask.
+    #[test]
+    fn the_same_text_in_another_file_is_another_ask() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        for name in ["a.py", "b.py"] {
+            let p = live.root.join(name);
+            std::fs::write(&p, "# @claude add tests\n").unwrap();
+            assert_eq!(live.process(&p, None).len(), 1, "{name}");
+        }
     }
 
     /// A marker removed by hand (not through `resolve_ask`) is settled too.

@@ -145,3 +145,84 @@ async fn handshake_notifications_and_tools() {
     client.cancel().await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), server_task).await.unwrap().unwrap();
 }
+
+/// An editor that keeps the file open: save an ask, the stamp lands, the stale buffer is saved
+/// over it (with another edit), saved again, the ask is resolved through the tool, and the
+/// stale buffer is saved once more. Through the real pipeline and the MCP server with a real
+/// client: one notification, and the file ends as the user's bytes minus the ask. In both tag
+/// modes; with `--tag never` the file is never written but by the resolve.
+#[tokio::test]
+async fn a_stale_buffer_gives_one_ask_and_resolves_cleanly() {
+    for mode in [filewatch_mcp::TagMode::File, filewatch_mcp::TagMode::Never] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let records = match mode {
+            filewatch_mcp::TagMode::File => filewatch_mcp::Asks::in_memory(),
+            filewatch_mcp::TagMode::Never => {
+                filewatch_mcp::Asks::with_ledger_in(state.path(), &root).unwrap()
+            }
+        };
+        let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
+        let mut live = LivePipeline::with_asks(root.clone(), scanner, mode, records.clone());
+        let (ask_tx, ask_rx) = mpsc::channel(16);
+        let (client_end, server_end) = tokio::io::duplex(1 << 16);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let server_task = tokio::spawn(server::serve(
+            root.clone(),
+            DEFAULT_TRIGGER.to_string(),
+            records,
+            server_read,
+            server_write,
+            ask_rx,
+        ));
+        let (note_tx, mut notes) = mpsc::unbounded_channel();
+        let client = Collector(note_tx).serve(client_end).await.expect("initialize");
+        let mut save = |rel: &str, text: &str| {
+            let path = root.join(rel);
+            std::fs::write(&path, text).unwrap();
+            live.process(&path, None)
+        };
+
+        let asks = save("a.rs", "fn a() {}\n// @claude why?\nfn b() {}\n");
+        assert_eq!(asks.len(), 1, "{mode:?}");
+        for ask in asks {
+            ask_tx.send(ask).await.unwrap();
+        }
+        let note = next(&mut notes).await.params.unwrap();
+        let id = note["meta"]["replyTo"].as_str().unwrap().to_string();
+        let on_disk = std::fs::read_to_string(root.join("a.rs")).unwrap();
+        match mode {
+            filewatch_mcp::TagMode::File => assert!(on_disk.contains(&format!("[{id}]"))),
+            filewatch_mcp::TagMode::Never => assert!(!on_disk.contains("fw-"), "{on_disk}"),
+        }
+        for stale in [
+            "fn a() { 1 }\n// @claude why?\nfn b() {}\n",
+            "fn a() { 2 }\n// @claude why?\nfn b() {}\n",
+        ] {
+            assert!(save("a.rs", stale).is_empty(), "{mode:?}: a stale save asked again");
+            assert_eq!(std::fs::read_to_string(root.join("a.rs")).unwrap(), stale, "re-stamped");
+        }
+        let listed: Value =
+            serde_json::from_str(&tool_text(&call(&client, "list_asks", json!({})).await)).unwrap();
+        assert_eq!(listed["pending"][0]["id"], id.as_str(), "{mode:?}: {listed}");
+        assert_eq!(listed["unannounced"].as_array().unwrap().len(), 0, "{listed}");
+
+        let resolved = call(&client, "resolve_ask", json!({"id": id})).await;
+        assert_ne!(resolved.is_error, Some(true), "{}", tool_text(&resolved));
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.rs")).unwrap(),
+            "fn a() { 2 }\nfn b() {}\n"
+        );
+        assert!(save("a.rs", "fn a() { 2 }\n// @claude why?\nfn b() {}\n").is_empty(), "came back");
+
+        // Barrier: the next notification is the sentinel's, so nothing else was sent.
+        for ask in save("sentinel.py", "# @claude sentinel\n") {
+            ask_tx.send(ask).await.unwrap();
+        }
+        let next_note = next(&mut notes).await.params.unwrap();
+        assert_eq!(next_note["meta"]["file"], "sentinel.py", "{mode:?}");
+        client.cancel().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), server_task).await.unwrap().unwrap();
+    }
+}

@@ -1,0 +1,294 @@
+//! Real editors that keep the file open, driven in tmux as a person does (`send-keys`,
+//! `capture-pane`): open a file, type an ask, save, keep typing, save again (answering the
+//! editor's "changed on disk" question where it asks one), save a third time. With `--tag file`:
+//! exactly one ask, one id, whatever the stale buffer writes back. With `--tag never`: the same,
+//! and the editor never has anything to warn about.
+//!
+//! Skipped (with a message) where tmux or an editor is missing; `.ci/run` installs them.
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+static SENTINELS: AtomicUsize = AtomicUsize::new(0);
+
+/// Questions editors ask when the file changed on disk, and the answer that keeps our buffer.
+const QUESTIONS: &[(&str, &str)] = &[
+    ("Do you really want to write to it (y/n)?", "y"), // vim, nvim at :w
+    ("changed on disk; really edit the buffer?", "y"), // emacs, on the first keystroke
+    ("Save anyway? (yes or no)", "yes\n"),             // emacs, at save
+];
+
+fn has(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `filewatch-mcp watch --json` on a fresh tree, its asks arriving on a channel.
+struct Watcher {
+    child: Child,
+    asks: Receiver<Value>,
+    root: PathBuf,
+    _dir: tempfile::TempDir,
+    _state: tempfile::TempDir,
+}
+
+impl Watcher {
+    fn start(tag: &str) -> Watcher {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+            .args(["watch", "--json", "--debounce", "150ms", "--tag", tag])
+            .arg(&root)
+            .env("FILEWATCH_STATE_DIR", state.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, asks) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(serde_json::from_str(&line).expect("a JSON line"));
+            }
+        });
+        let (ready_tx, ready) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[watch] {line}");
+                if line.starts_with("filewatch-mcp: watching") {
+                    let _ = ready_tx.send(());
+                }
+            }
+        });
+        ready.recv_timeout(DEADLINE).expect("watcher ready");
+        Watcher { child, asks, root, _dir: dir, _state: state }
+    }
+
+    /// Every ask up to a sentinel file's (not returned): what the earlier saves produced.
+    fn asks_until_barrier(&self) -> Vec<Value> {
+        // A new file each time: the same text saved again would be the same ask.
+        let name = format!("sentinel-{}.py", SENTINELS.fetch_add(1, Ordering::Relaxed));
+        std::fs::write(self.root.join(&name), "# @claude sentinel\n").unwrap();
+        let mut got = Vec::new();
+        loop {
+            let a = self.asks.recv_timeout(DEADLINE).expect("the sentinel's ask");
+            if a["file"] == name.as_str() {
+                return got;
+            }
+            got.push(a);
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An editor in its own tmux server, sized like a terminal.
+struct Tmux {
+    socket: String,
+    /// Every question the editor asked, in order.
+    asked: Vec<String>,
+}
+
+impl Tmux {
+    fn start(name: &str, editor: &[&str], dir: &Path) -> Tmux {
+        let socket = format!("fw-{name}-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d", "-x", "100", "-y", "30"])
+            .arg("-c")
+            .arg(dir)
+            .args(editor)
+            .env("TERM", "xterm-256color")
+            .status()
+            .unwrap();
+        assert!(status.success(), "tmux");
+        Tmux { socket, asked: Vec::new() }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys"])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Literal text, not key names.
+    fn type_text(&self, text: &str) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-l", text])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn screen(&self) -> String {
+        let out =
+            Command::new("tmux").args(["-L", &self.socket, "capture-pane", "-p"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until `done(screen)` holds, answering (and recording) any changed-on-disk question
+    /// on the way; returns the last screen.
+    fn until(&mut self, what: &str, mut done: impl FnMut(&str) -> bool) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let screen = self.screen();
+            if let Some((q, answer)) = QUESTIONS.iter().find(|(q, _)| screen.contains(q)) {
+                self.asked.push(q.to_string());
+                self.type_text(answer.trim_end_matches('\n'));
+                if answer.ends_with('\n') {
+                    self.keys(&["Enter"]);
+                }
+                // The question must go before we look again.
+                while self.screen().contains(q) {
+                    assert!(Instant::now() < deadline, "{q:?} stays on the screen");
+                    std::thread::sleep(Duration::from_millis(20)); // polling the screen
+                }
+                continue;
+            }
+            if done(&screen) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "waited for {what}; the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(20)); // polling the screen
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).status();
+    }
+}
+
+/// How each editor is opened, moved to the end, made to type a new line, and made to save.
+struct Editor {
+    name: &'static str,
+    command: &'static [&'static str],
+    /// Keys that open a new line at the end of the file, ready for text.
+    new_line: &'static [&'static str],
+    /// What the screen shows once the editor is ready for text (insert mode, a modified
+    /// buffer).
+    typing: &'static str,
+    /// Keys that leave typing and save.
+    save: &'static [&'static str],
+}
+
+const EDITORS: &[Editor] = &[
+    Editor {
+        name: "vim",
+        command: &["vim", "-N", "-u", "NONE", "-i", "NONE", "-n"],
+        new_line: &["G", "o"],
+        typing: "-- INSERT --",
+        save: &["Escape", ":w", "Enter"],
+    },
+    Editor {
+        name: "nvim",
+        command: &["nvim", "-u", "NONE", "-i", "NONE", "-n"],
+        new_line: &["G", "o"],
+        typing: "-- INSERT --",
+        save: &["Escape", ":w", "Enter"],
+    },
+    Editor {
+        name: "emacs",
+        command: &["emacs", "-nw", "-Q"],
+        new_line: &["M->", "Enter"],
+        typing: "**-", // the mode line of a modified buffer
+        save: &["C-x", "C-s"],
+    },
+];
+
+/// One editor, one mode: type an ask, save, type more, save, type more, save. Returns the
+/// screen after the second save and the questions the editor asked.
+fn session(editor: &Editor, tag: &str) -> (String, Vec<String>) {
+    let w = Watcher::start(tag);
+    let file = w.root.join("notes.py");
+    std::fs::write(&file, "x = 1\n").unwrap();
+    assert!(w.asks_until_barrier().is_empty());
+    let mut command: Vec<&str> = editor.command.to_vec();
+    command.push("notes.py");
+    let mut t = Tmux::start(editor.name, &command, &w.root);
+    t.until("the file", |s| s.contains("x = 1"));
+
+    let mut id = String::new();
+    let mut second_screen = String::new();
+    for (i, line) in ["# @claude explain this module", "y = 2", "z = 3"].into_iter().enumerate() {
+        t.keys(editor.new_line);
+        t.until("typing", |s| s.contains(editor.typing));
+        t.type_text(line);
+        t.keys(editor.save);
+        // Saved once the file on disk holds the new line.
+        let screen =
+            t.until("the save", |_| std::fs::read_to_string(&file).unwrap().contains(line));
+        if i == 0 {
+            let ask = w.asks.recv_timeout(DEADLINE).expect("the ask");
+            assert_eq!(ask["text"], "@claude explain this module", "{}", editor.name);
+            id = ask["id"].as_str().expect("an id").to_string();
+        }
+        if i == 1 {
+            second_screen = screen;
+        }
+    }
+    let later = w.asks_until_barrier();
+    assert!(later.is_empty(), "{} --tag {tag}: asked again: {later:?}", editor.name);
+    let on_disk = std::fs::read_to_string(&file).unwrap();
+    assert!(on_disk.contains("@claude"), "{on_disk}");
+    if tag == "never" {
+        assert!(!on_disk.contains(&id), "--tag never wrote the id into the file: {on_disk}");
+    }
+    (second_screen, t.asked.clone())
+}
+
+#[test]
+fn editors_that_keep_the_file_open_ask_once() {
+    if !has("tmux") {
+        eprintln!("SKIPPED: tmux is not installed");
+        return;
+    }
+    let mut tried = Vec::new();
+    for editor in EDITORS {
+        if !has(editor.command[0]) {
+            eprintln!("SKIPPED {}: not installed", editor.name);
+            continue;
+        }
+        for tag in ["file", "never"] {
+            let (screen, asked) = session(editor, tag);
+            eprintln!(
+                "---- {} --tag {tag}: asked {asked:?}; screen after the second save:\n{screen}",
+                editor.name
+            );
+            if tag == "never" {
+                assert!(
+                    asked.is_empty(),
+                    "{}: --tag never still made it ask {asked:?}",
+                    editor.name
+                );
+            }
+            tried.push(format!("{} --tag {tag}", editor.name));
+        }
+    }
+    eprintln!("editors tried: {tried:?}");
+    if std::env::var_os("CI").is_some() {
+        assert_eq!(tried.len(), 6, "CI installs tmux, vim, nvim and emacs; tried only {tried:?}");
+    }
+}
