@@ -81,6 +81,15 @@ struct RawLanguage {
     #[serde(default)]
     multiline_strings: Vec<RawDelimiter>,
     #[serde(default)]
+    heredocs: Vec<String>,
+    #[serde(default)]
+    heredoc_space: bool,
+    #[serde(default)]
+    quote_operators: Vec<String>,
+    verbatim_line_prefix: Option<String>,
+    #[serde(default)]
+    substitute_operators: Vec<String>,
+    #[serde(default)]
     comments_start_line: bool,
     #[serde(default)]
     lexed_kinds: Vec<String>,
@@ -193,6 +202,19 @@ pub struct Language {
     pub strings: Vec<Delimiters>,
     /// Strings that may span lines (`"""`, heredoc-like fixed delimiters).
     pub multiline_strings: Vec<Delimiters>,
+    /// Heredoc openers (`<<`, `<<~`, `<<<`, `q:to/`): the word after one (bare, `'EOT'`,
+    /// `"EOT"` or `\EOT`) names the line that ends the body.
+    pub heredocs: Vec<String>,
+    /// A bare heredoc word may follow its opener after spaces (shells: `cat << EOF`).
+    pub heredoc_space: bool,
+    /// Quote-like operators whose one delimited part is a literal (`q{…}`, `qw(…)`, `%w[…]`,
+    /// `~r/…/`); brackets nest, other delimiters repeat.
+    pub quote_operators: Vec<String>,
+    /// Quote-like operators with two delimited parts (`s/…/…/`, `tr{…}{…}`).
+    pub substitute_operators: Vec<String>,
+    /// Lines that start with this are handed on verbatim and hold none of the row's comments
+    /// (Make recipes, which go to the shell).
+    pub verbatim_line_prefix: Option<String>,
     /// Only a comment that starts its line is a comment (Dockerfile: `FROM x # y` is an
     /// argument), even where the grammar says otherwise.
     pub comments_start_line: bool,
@@ -427,6 +449,15 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
     if strings.iter().chain(&multiline_strings).any(|d| d.open.is_empty() || d.close.is_empty()) {
         return Err(bad("string delimiters must not be empty"));
     }
+    if row.heredocs.iter().any(String::is_empty) || (row.heredoc_space && row.heredocs.is_empty()) {
+        return Err(bad("heredoc openers must not be empty; heredoc-space needs heredocs"));
+    }
+    if row.quote_operators.iter().chain(&row.substitute_operators).any(String::is_empty) {
+        return Err(bad("quote operators must not be empty"));
+    }
+    if row.verbatim_line_prefix.as_deref() == Some("") {
+        return Err(bad("verbatim-line-prefix must not be empty"));
+    }
     let ts_language = match &row.grammar {
         None => {
             if !row.comment_kinds.is_empty() || !row.lexed_kinds.is_empty() {
@@ -464,6 +495,11 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
         doc_markers: row.doc_markers.unwrap_or_else(|| "/!*".to_string()),
         strings,
         multiline_strings,
+        heredocs: row.heredocs,
+        heredoc_space: row.heredoc_space,
+        quote_operators: row.quote_operators,
+        substitute_operators: row.substitute_operators,
+        verbatim_line_prefix: row.verbatim_line_prefix,
         comments_start_line: row.comments_start_line,
         lexed_kinds: row.lexed_kinds,
         embedded: row.embedded,

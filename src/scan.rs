@@ -4,7 +4,7 @@
 //!
 //! Pure: bytes and a [`Language`] in, [`Marker`]s out, no I/O. Parsers are kept per thread.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::{ControlFlow, Range};
@@ -18,10 +18,12 @@ use crate::languages::{Language, LanguageTable};
 
 mod embed;
 mod lexer;
+mod recover;
 mod view;
 
 use embed::{embedded_region, lang_hides_comment, Embedded};
-use lexer::{FallbackLexer, LexState};
+use lexer::{FallbackLexer, LexState, Step};
+use recover::Recovery;
 pub use view::MarkerView;
 
 /// The word that starts an ask unless `--trigger` says otherwise.
@@ -120,6 +122,9 @@ pub enum FallbackReason {
     ParseFailed,
     /// The hit lies in or next to a syntax error; the fallback confirmed it.
     SyntaxError,
+    /// The hit lies where the parser read no comment because of a syntax error (inside an
+    /// error, or past where the parser stopped); the fallback found one.
+    InsideSyntaxError,
 }
 
 impl FallbackReason {
@@ -140,6 +145,9 @@ impl fmt::Display for FallbackReason {
             FallbackReason::GrammarNotCompiled(g) => write!(f, "grammar `{g}` not compiled in"),
             FallbackReason::ParseFailed => f.write_str("the parser gave up on this file"),
             FallbackReason::SyntaxError => f.write_str("syntax error next to the marker"),
+            FallbackReason::InsideSyntaxError => {
+                f.write_str("inside a syntax error: the comment and string tokens decided")
+            }
         }
     }
 }
@@ -235,12 +243,12 @@ impl<'t> Scanner<'t> {
         match &lang.ts_language {
             Some(ts) => match self.scan_syntax(lang, ts, src, hits) {
                 Some(found) => found,
-                None => self.scan_fallback(lang, src, FallbackReason::ParseFailed, false),
+                None => self.scan_fallback(lang, src, FallbackReason::ParseFailed),
             },
             None => {
                 let reason =
                     FallbackReason::for_language(lang).unwrap_or(FallbackReason::NoGrammar);
-                self.scan_fallback(lang, src, reason, false)
+                self.scan_fallback(lang, src, reason)
             }
         }
     }
@@ -259,8 +267,8 @@ impl<'t> Scanner<'t> {
         let grammar = lang.grammar.as_deref().unwrap_or(&lang.name);
         let tree = parse(grammar, ts, src, None)?;
         let mut injected = HashMap::new();
-        // The line-based reading of the file, made once if a hit lies next to a syntax error.
-        let confirmed = OnceCell::new();
+        // Where the lexer-level reading of each broken tree has got to (keyed by root node).
+        let mut recoveries: HashMap<usize, Recovery> = HashMap::new();
         let mut found: Vec<Found> = Vec::new();
         for &hit in hits {
             if found.last().is_some_and(|f| f.comment.contains(&hit)) {
@@ -269,9 +277,14 @@ impl<'t> Scanner<'t> {
             let Some(at) = self.locate(lang, tree.root_node(), &mut injected, src, hit) else {
                 continue;
             };
-            if let Some(marker) = self.marker_at(lang, &at, src, hit, &confirmed) {
-                found.push(marker);
-            }
+            let marker = if at.root.has_error() {
+                let recovery =
+                    recoveries.entry(at.root.id()).or_insert_with(|| Recovery::new(at.root));
+                self.marker_near_error(lang, &at, src, hit, recovery)
+            } else {
+                self.marker_at(lang, &at, src, hit)
+            };
+            found.extend(marker);
         }
         Some(found)
     }
@@ -287,7 +300,9 @@ impl<'t> Scanner<'t> {
         hit: usize,
     ) -> Option<Located<'a>> {
         let end = hit + self.trigger.len();
-        let node = root.descendant_for_byte_range(hit, end)?;
+        // Past the end of a tree that stopped early (YAML after an indentation error), the
+        // root itself stands for the hit.
+        let node = root.descendant_for_byte_range(hit, end).unwrap_or(root);
         let (row, region) = match embedded_region(self.table, lang, node, src) {
             Embedded::No => return Some(Located { row: lang, root, node }),
             Embedded::Opaque => return None,
@@ -303,103 +318,137 @@ impl<'t> Scanner<'t> {
         Some(Located { row, root, node: root.descendant_for_byte_range(hit, end)? })
     }
 
-    /// The marker whose trigger is at `hit`, if the tree says it starts a comment's body:
-    /// the comment around it, the ask read from it (a paragraph of line comments is one ask),
-    /// and who decided.
-    fn marker_at(
+    /// The marker whose trigger is at `hit` in a tree without errors: the comment around it,
+    /// the ask read from it (a paragraph of line comments is one ask).
+    fn marker_at(&self, lang: &Language, at: &Located, src: &[u8], hit: usize) -> Option<Found> {
+        let TreeSays::Comment(_, range) = comment_around(lang, at.row, at.node, src, hit) else {
+            return None;
+        };
+        if at.row.comments_start_line && !starts_its_line(src, range.start) {
+            return None;
+        }
+        let mut comment_below = |pos: usize, style: usize| {
+            let comment = at
+                .root
+                .descendant_for_byte_range(pos, pos + 1)
+                .and_then(|n| enclosing_comment(at.row, n))
+                .filter(|c| c.start_byte() <= pos && c.end_byte() >= pos + style)?;
+            Some(comment.byte_range())
+        };
+        let (range, body) = self.ask(at.row, src, range, hit, &mut comment_below)?;
+        Some(body.into_found(range, DecidedBy::Syntax))
+    }
+
+    /// The marker whose trigger is at `hit` in a tree with errors. The tokens decide: the
+    /// tree's where it parsed soundly, the lexer's from the first byte it did not (see
+    /// [`Recovery`]), so `f(a,  // @claude …` is a comment however the parser recovered, and
+    /// `"// @claude …"` after an unclosed bracket is still a string. The tree's verdict stands
+    /// (`syntax`) only where both agree and no error is near.
+    fn marker_near_error(
         &self,
         lang: &Language,
         at: &Located,
         src: &[u8],
         hit: usize,
-        confirmed: &OnceCell<Vec<Found>>,
+        recovery: &mut Recovery,
     ) -> Option<Found> {
-        let (comment, range) = comment_around(lang, at.row, at.node, src, hit)?;
+        let tree = comment_around(lang, at.row, at.node, src, hit);
+        if matches!(tree, TreeSays::Hidden) {
+            return None;
+        }
+        let lexed = recovery.comment_at(at.row, at.root, src, hit)?;
+        let (range, node) = match tree {
+            TreeSays::Comment(node, range) if range.start == lexed.range.start => {
+                (range, Some(node))
+            }
+            // No comment node here: the lexer alone decides. A trailing comment must sit
+            // where nothing but a comment can start (after whitespace), and a block comment
+            // over several lines must start its line.
+            _ => {
+                let one_line = !src[lexed.range.clone()].contains(&b'\n');
+                let placed = if one_line {
+                    lexed.starts_line || lexed.trails_code
+                } else {
+                    lexed.starts_line
+                };
+                if !placed {
+                    return None;
+                }
+                (recover::trimmed(src, lexed.range), None)
+            }
+        };
         if at.row.comments_start_line && !starts_its_line(src, range.start) {
             return None;
         }
-        let mut body = self.read_comment(at.row, src, range.clone(), hit)?;
-        let mut range = range;
+        let mut comment_below = |pos: usize, style: usize| {
+            let below = recovery.comment_at(at.row, at.root, src, pos + style)?;
+            (below.range.start == pos).then(|| recover::trimmed(src, below.range))
+        };
+        let (range, body) = self.ask(at.row, src, range, hit, &mut comment_below)?;
+        let decided_by = match node {
+            Some(node) if !near_error(node, at.root, line_around(src, range.clone())) => {
+                DecidedBy::Syntax
+            }
+            Some(_) => DecidedBy::Fallback(FallbackReason::SyntaxError),
+            None => DecidedBy::Fallback(FallbackReason::InsideSyntaxError),
+        };
+        Some(body.into_found(range, decided_by))
+    }
+
+    /// The ask of the comment `range` whose trigger is at `hit`: its body, and for a line
+    /// comment the paragraph of line comments right below it (`comment_below(pos, len)` says
+    /// whether a comment starts at `pos` and spans at least `len` bytes, and its range).
+    fn ask(
+        &self,
+        row: &Language,
+        src: &[u8],
+        mut range: Range<usize>,
+        hit: usize,
+        comment_below: &mut dyn FnMut(usize, usize) -> Option<Range<usize>>,
+    ) -> Option<(Range<usize>, Body)> {
+        let mut body = self.read_comment(row, src, range.clone(), hit)?;
         if body.line_comment {
             // Line comments of the same style right below: one paragraph, one ask.
-            let (end, lines) = self.paragraph(at.row, at.root, src, &range, hit);
+            let (end, lines) = self.paragraph(row, src, &range, hit, comment_below);
             range.end = end;
             for line in lines {
                 body.text.push('\n');
                 body.text.push_str(&line);
             }
         }
-        let decided_by = self.decide(at, comment, src, &range, body.insert_at, confirmed)?;
-        Some(body.into_found(range, decided_by))
-    }
-
-    /// Who vouches for a comment the tree found: the tree itself, or — next to a syntax error,
-    /// where an unterminated string may have turned the rest of the file into look-alike
-    /// comments — the line-based reading, which must agree. `None` if it does not.
-    fn decide(
-        &self,
-        at: &Located,
-        comment: Node,
-        src: &[u8],
-        range: &Range<usize>,
-        insert_at: usize,
-        confirmed: &OnceCell<Vec<Found>>,
-    ) -> Option<DecidedBy> {
-        if !near_error(comment, at.root, line_around(src, range.clone())) {
-            return Some(DecidedBy::Syntax);
-        }
-        let confirmed = confirmed
-            .get_or_init(|| self.scan_fallback(at.row, src, FallbackReason::SyntaxError, true));
-        confirmed.iter().find(|f| f.insert_at == insert_at)?;
-        Some(DecidedBy::Fallback(FallbackReason::SyntaxError))
+        Some((range, body))
     }
 
     // ---- the fallback path -------------------------------------------------------------
 
-    /// Line-based reading with the table's tokens: a marker must be a comment that starts its
-    /// line (after indentation), outside any string or block comment that spans lines.
-    /// With `blocks_over_lines`, a block comment that starts its line may run over several
-    /// (used to confirm multi-line asks next to a syntax error; the table's own languages keep
-    /// one-line asks).
-    fn scan_fallback(
-        &self,
-        lang: &Language,
-        src: &[u8],
-        reason: FallbackReason,
-        blocks_over_lines: bool,
-    ) -> Vec<Found> {
+    /// Reading with the table's tokens: a marker must be a comment on one line, outside any
+    /// string, heredoc or block comment, that starts its line or trails code where nothing
+    /// but a comment can start (after whitespace: `x = 1  # @claude …`).
+    fn scan_fallback(&self, lang: &Language, src: &[u8], reason: FallbackReason) -> Vec<Found> {
         let lexer = FallbackLexer::new(lang);
         let mut markers = Vec::new();
         let mut state = LexState::Code;
-        let mut line_start = 0;
-        while line_start < src.len() {
-            let nl =
-                memchr::memchr(b'\n', &src[line_start..]).map_or(src.len(), |i| line_start + i);
-            let mut line_end = nl;
-            if line_end > line_start && src[line_end - 1] == b'\r' {
-                line_end -= 1;
-            }
-            if state == LexState::Code {
-                let mut start = line_start;
-                if line_start == 0 && src.starts_with(BOM) {
-                    start = BOM.len();
-                }
-                while start < line_end && matches!(src[start], b' ' | b'\t') {
-                    start += 1;
-                }
-                let end = if blocks_over_lines { src.len() } else { line_end };
-                if let Some(range) = lexer.comment_at(src, start, line_end, end) {
-                    if let Some(hit) = self.finder.find(&src[range.clone()]) {
-                        let hit = range.start + hit;
-                        if let Some(body) = self.read_comment(lang, src, range.clone(), hit) {
-                            let by = DecidedBy::Fallback(reason.clone());
-                            markers.push(body.into_found(range, by));
-                        }
+        let mut i = if src.starts_with(BOM) { BOM.len() } else { 0 };
+        while i < src.len() {
+            match lexer.step(src, i, state) {
+                Step::Next(next, s) => (i, state) = (next, s),
+                Step::Comment(range, s) => {
+                    (i, state) = (range.end, s);
+                    if src[range.clone()].contains(&b'\n') {
+                        continue; // the table's languages keep one-line asks
+                    }
+                    let comment = lexer.comment(lang, src, range);
+                    if !comment.starts_line && !comment.trails_code {
+                        continue;
+                    }
+                    let range = comment.range;
+                    let Some(hit) = self.finder.find(&src[range.clone()]) else { continue };
+                    let hit = range.start + hit;
+                    if let Some(body) = self.read_comment(lang, src, range.clone(), hit) {
+                        markers.push(body.into_found(range, DecidedBy::Fallback(reason.clone())));
                     }
                 }
             }
-            state = lexer.advance(src, line_start, line_end, state);
-            line_start = nl + 1;
         }
         markers
     }
@@ -457,10 +506,10 @@ impl<'t> Scanner<'t> {
     fn paragraph(
         &self,
         row: &Language,
-        root: Node,
         src: &[u8],
         range: &Range<usize>,
         hit: usize,
+        comment_below: &mut dyn FnMut(usize, usize) -> Option<Range<usize>>,
     ) -> (usize, Vec<String>) {
         let prefix = &src[range.start..hit];
         let style_len = prefix.iter().position(|b| b.is_ascii_whitespace()).unwrap_or(prefix.len());
@@ -491,17 +540,14 @@ impl<'t> Scanner<'t> {
             }
             // It must really be a comment that starts there (not a string's text), and it ends
             // where the comment node ends (`</script>` or PHP's `?>` may follow on the line).
-            let comment = root
-                .descendant_for_byte_range(pos, pos + 1)
-                .and_then(|n| enclosing_comment(row, n))
-                .filter(|c| c.start_byte() <= pos && c.end_byte() >= pos + style.len());
+            let comment = comment_below(pos, style.len());
             let Some(comment) = comment else { break };
             // A block comment on the line (Lua's `--[[`) is another style, not a continuation.
-            let rest = &src[comment.start_byte()..];
+            let rest = &src[comment.start..];
             if row.block_comments.iter().any(|d| rest.starts_with(d.open.as_bytes())) {
                 break;
             }
-            let content_end = content_end.min(comment.end_byte());
+            let content_end = content_end.min(comment.end);
             let after_style = &src[pos + style.len()..content_end];
             let body = trim_start(after_style);
             let same_style = after_style.first().is_none_or(|&b| !doc_chars(b));
@@ -587,6 +633,17 @@ struct Located<'a> {
     node: Node<'a>,
 }
 
+/// What the tree says about a hit.
+enum TreeSays<'a> {
+    /// It is in this comment node (or text the grammar leaves unparsed), at this range.
+    Comment(Node<'a>, Range<usize>),
+    /// It is in a comment node that is no comment here (an HTML attribute value, a string's
+    /// text) or that cannot hold an ask (a line comment continued over lines).
+    Hidden,
+    /// It is in no comment node.
+    Nothing,
+}
+
 /// The comment node around `hit` (from `node` up) and the comment's own byte range, unless the
 /// host language says that node is no comment (an HTML attribute value, a string's text).
 fn comment_around<'a>(
@@ -595,18 +652,22 @@ fn comment_around<'a>(
     node: Node<'a>,
     src: &[u8],
     hit: usize,
-) -> Option<(Node<'a>, Range<usize>)> {
+) -> TreeSays<'a> {
     if let Some(lexed) = lexed_ancestor(row, node) {
         // Text the grammar leaves unparsed (a C macro body): read it with the tokens.
-        let range = FallbackLexer::new(row).comment_containing(src, lexed.byte_range(), hit)?;
-        return Some((lexed, range));
+        return match FallbackLexer::new(row).comment_containing(src, lexed.byte_range(), hit) {
+            Some(range) => TreeSays::Comment(lexed, range),
+            None => TreeSays::Hidden,
+        };
     }
-    let comment = enclosing_comment(row, node)?;
+    let Some(comment) = enclosing_comment(row, node) else { return TreeSays::Nothing };
     if lang_hides_comment(lang, comment, src) || parent_is_string(comment) {
-        return None;
+        return TreeSays::Hidden;
     }
-    let range = comment_range(row, src, comment.byte_range(), hit)?;
-    Some((comment, range))
+    match comment_range(row, src, comment.byte_range(), hit) {
+        Some(range) => TreeSays::Comment(comment, range),
+        None => TreeSays::Hidden,
+    }
 }
 
 /// Recognises the comment's opening token at the start of `prefix` (the bytes between the
@@ -1014,7 +1075,7 @@ mod tests {
     }
 
     #[test]
-    fn fallback_needs_line_start_and_skips_multiline_strings() {
+    fn fallback_takes_clean_trailing_comments_and_skips_multiline_strings() {
         let table = LanguageTable::builtin();
         let scanner = Scanner::new(table, DEFAULT_TRIGGER).unwrap();
         let lang = Language {
@@ -1032,13 +1093,19 @@ mod tests {
                 open: "\"\"\"".into(),
                 close: "\"\"\"".into(),
             }],
+            heredocs: vec![],
+            heredoc_space: false,
+            quote_operators: vec![],
+            substitute_operators: vec![],
+            verbatim_line_prefix: None,
             comments_start_line: false,
             lexed_kinds: vec![],
             embedded: false,
         };
-        let src = b"  # @claude one\nx = 1 # @claude two\ns = \"\"\"\n# @claude three\n\"\"\"\n# @claude four\n";
+        let src = b"  # @claude one\nx = 1 # @claude two\ns = \"\"\"\n# @claude three\n\"\"\"\n# @claude four\nx = \"\"\"a\"\"\"# @claude five\n";
         let found: Vec<usize> = scanner.scan(&lang, src).iter().map(|m| m.line).collect();
-        assert_eq!(found, vec![1, 6]);
+        // Line 7: a comment glued to a string's closer is not one the table can vouch for.
+        assert_eq!(found, vec![1, 2, 6]);
     }
 
     #[test]

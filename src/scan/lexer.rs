@@ -1,5 +1,5 @@
-//! The fallback reader: a line-based lexer over a row's comment and string tokens, for
-//! languages without a grammar and to confirm hits next to a syntax error.
+//! The fallback reader: a quote-aware lexer over a row's comment, string and heredoc tokens,
+//! for languages without a grammar and for the parts of a file its grammar could not parse.
 
 use std::ops::Range;
 
@@ -7,13 +7,25 @@ use memchr::memmem;
 
 use crate::languages::Language;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// Where the reader is: in code, or inside a token that may run past the current byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum LexState {
     Code,
+    /// Code, and a heredoc opened on this line: its body starts on the next line.
+    CodeThenHeredoc(Word),
     /// Inside a block comment; the index is into `FallbackLexer::tokens`.
     Block(usize),
     /// Inside a string; `true` if it may span lines.
     String(usize, bool),
+    /// Inside a heredoc body, at the start of a line.
+    Heredoc(Word),
+}
+
+/// A heredoc's delimiter word: where it is written in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Word {
+    start: usize,
+    len: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -24,9 +36,40 @@ enum TokenKind {
     MultilineString,
 }
 
+/// One step of the reader.
+pub(super) enum Step {
+    /// Go on at this position in this state.
+    Next(usize, LexState),
+    /// A comment opens here, in code: its range (a line comment to the end of its line, a
+    /// block comment to its closer), and the state after it.
+    Comment(Range<usize>, LexState),
+}
+
+/// A comment the reader met in code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Comment {
+    pub(super) range: Range<usize>,
+    /// Only indentation precedes it on its line.
+    pub(super) starts_line: bool,
+    /// A trailing comment in a position no other token could take: after whitespace, or (for
+    /// tokens not starting with `#`) after closing punctuation; never a word-like token
+    /// (`REM`, `dnl`), which only comments at the start of a line.
+    pub(super) trails_code: bool,
+}
+
 /// The row's tokens, longest first, so `"""` wins over `"` and `/**` is read as `/*`.
 pub(super) struct FallbackLexer<'l> {
     tokens: Vec<(&'l str, &'l str, TokenKind)>,
+    /// Heredoc openers, longest first.
+    heredocs: Vec<&'l str>,
+    heredoc_space: bool,
+    /// Quote-like operators (`q`, `qw`, `%w`, `~r`) with one delimited part, then those with
+    /// two (`s`, `tr`); longest first.
+    quotes: Vec<(&'l str, bool)>,
+    /// Lines that start with this hold no comment (Make recipes).
+    verbatim: Option<&'l str>,
+    /// Bytes that may start a token or a heredoc opener: everything else is plain code.
+    starts: [bool; 256],
 }
 
 impl<'l> FallbackLexer<'l> {
@@ -48,70 +91,233 @@ impl<'l> FallbackLexer<'l> {
         );
         // Stable sort: at equal length, comments win over strings.
         tokens.sort_by_key(|(open, _, _)| std::cmp::Reverse(open.len()));
-        FallbackLexer { tokens }
-    }
-
-    fn token_at(&self, src: &[u8], i: usize) -> Option<usize> {
-        self.tokens.iter().position(|(open, _, _)| src[i..].starts_with(open.as_bytes()))
-    }
-
-    /// A comment that starts exactly at `start` and ends on this line: its range.
-    /// `block_end` bounds where a block comment may close (the line end, or further).
-    pub(super) fn comment_at(
-        &self,
-        src: &[u8],
-        start: usize,
-        line_end: usize,
-        block_end: usize,
-    ) -> Option<Range<usize>> {
-        let t = self.token_at(&src[..line_end], start)?;
-        let (open, close, kind) = self.tokens[t];
-        match kind {
-            TokenKind::Line => Some(start..line_end),
-            TokenKind::Block => {
-                let body = start + open.len();
-                let i = memmem::find(&src[body..block_end], close.as_bytes())?;
-                Some(start..body + i + close.len())
-            }
-            TokenKind::String | TokenKind::MultilineString => None,
+        let mut heredocs: Vec<&str> = lang.heredocs.iter().map(String::as_str).collect();
+        heredocs.sort_by_key(|open| std::cmp::Reverse(open.len()));
+        let mut quotes: Vec<(&str, bool)> =
+            lang.quote_operators.iter().map(|q| (q.as_str(), false)).collect();
+        quotes.extend(lang.substitute_operators.iter().map(|q| (q.as_str(), true)));
+        quotes.sort_by_key(|(op, _)| std::cmp::Reverse(op.len()));
+        let mut starts = [false; 256];
+        let openers = tokens.iter().map(|t| t.0).chain(heredocs.iter().copied());
+        for open in openers.chain(quotes.iter().map(|q| q.0)) {
+            starts[usize::from(open.as_bytes()[0])] = true;
+        }
+        starts[usize::from(b'\n')] = true;
+        let verbatim = lang.verbatim_line_prefix.as_deref();
+        if let Some(prefix) = verbatim {
+            starts[usize::from(prefix.as_bytes()[0])] = true;
+        }
+        FallbackLexer {
+            tokens,
+            heredocs,
+            heredoc_space: lang.heredoc_space,
+            quotes,
+            verbatim,
+            starts,
         }
     }
 
-    /// One step from `i` in `state`, reading no further than `text.len()`: the next position
-    /// and state, or the comment token (line or block) that starts at `i` in code.
-    fn step(&self, text: &[u8], i: usize, state: LexState) -> Step {
+    fn token_at(&self, src: &[u8], i: usize) -> Option<usize> {
+        if !self.starts[usize::from(src[i])] {
+            return None;
+        }
+        self.tokens.iter().position(|(open, _, _)| src[i..].starts_with(open.as_bytes()))
+    }
+
+    /// True if a string, comment, heredoc or quote-like literal opens at `i` in code.
+    pub(super) fn opens_at(&self, src: &[u8], i: usize) -> bool {
+        self.token_at(src, i).is_some()
+            || self.heredoc_at(src, i).is_some()
+            || self.quote_at(src, i).is_some()
+    }
+
+    /// True if a token of more than one byte starts before `end` and runs past it.
+    pub(super) fn splits_token(&self, src: &[u8], end: usize) -> bool {
+        let longest = self.tokens.first().map_or(0, |t| t.0.len());
+        (end.saturating_sub(longest.saturating_sub(1))..end)
+            .any(|i| self.token_at(src, i).is_some_and(|t| i + self.tokens[t].0.len() > end))
+    }
+
+    /// The end of the quote-like literal (`q{…}`, `qw(…)`, `s/…/…/`, `%w[…]`) that starts at
+    /// `i`. The operator must stand alone (not `$s`, `-s`, `->m`, `tr` in `str`), and its
+    /// delimiter be punctuation that no other reading would give it (not `=`, `,`, `;`, a
+    /// closing bracket or a quote).
+    fn quote_at(&self, src: &[u8], i: usize) -> Option<usize> {
+        if self.quotes.is_empty() || !self.starts[usize::from(src[i])] {
+            return None;
+        }
+        let &(op, twice) =
+            self.quotes.iter().find(|(op, _)| src[i..].starts_with(op.as_bytes()))?;
+        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        if op.as_bytes()[0].is_ascii_alphabetic()
+            && i > 0
+            && (word(src[i - 1]) || b"$@%&->:".contains(&src[i - 1]))
+        {
+            return None;
+        }
+        let open = i + op.len();
+        let delimiter = *src.get(open)?;
+        if word(delimiter)
+            || delimiter.is_ascii_whitespace()
+            || !delimiter.is_ascii()
+            || b"=,;)]}>\"'.".contains(&delimiter)
+        {
+            return None;
+        }
+        let mut end = delimited(src, open)?;
+        if twice {
+            end = if closing_bracket(delimiter).is_some() {
+                let next = end + src[end..].iter().take_while(|b| b.is_ascii_whitespace()).count();
+                delimited(src, next)?
+            } else {
+                delimited(src, end - 1)?
+            };
+        }
+        Some(end)
+    }
+
+    /// The heredoc whose opener starts at `i`: its word and where the opener ends.
+    fn heredoc_at(&self, src: &[u8], i: usize) -> Option<(Word, usize)> {
+        if self.heredocs.is_empty() || !self.starts[usize::from(src[i])] {
+            return None;
+        }
+        let open = self.heredocs.iter().find(|o| src[i..].starts_with(o.as_bytes()))?;
+        // `<<<` is not `<<` followed by a word, nor `x <<< y`'s tail.
+        let first = open.as_bytes()[0];
+        if i > 0 && src[i - 1] == first && !first.is_ascii_alphanumeric() {
+            return None;
+        }
+        let mut j = i + open.len();
+        let spaces = src[j..].iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+        j += spaces;
+        let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        match src.get(j)? {
+            &q @ (b'\'' | b'"' | b'`') => {
+                let body = j + 1;
+                let len = src[body..].iter().position(|&b| b == q || b == b'\n' || b == b'\r')?;
+                (len > 0 && src[body + len] == q)
+                    .then_some((Word { start: body, len }, body + len + 1))
+            }
+            b'\\' => {
+                let body = j + 1;
+                let len = src[body..].iter().take_while(|&&b| is_word(b)).count();
+                (len > 0).then_some((Word { start: body, len }, body + len))
+            }
+            &b if (b.is_ascii_alphabetic() || b == b'_') && (spaces == 0 || self.heredoc_space) => {
+                let len = src[j..].iter().take_while(|&&b| is_word(b)).count();
+                Some((Word { start: j, len }, j + len))
+            }
+            _ => None,
+        }
+    }
+
+    /// True if the line `src[line]` ends the heredoc `word`: the word alone, after any
+    /// indentation, or followed only by `;`, `,` or `)` (PHP).
+    fn closes_heredoc(&self, src: &[u8], line: Range<usize>, word: Word) -> bool {
+        let text = &src[line];
+        let text = &text[text.iter().take_while(|&&b| b == b' ' || b == b'\t').count()..];
+        let word = &src[word.start..word.start + word.len];
+        let Some(rest) = text.strip_prefix(word) else { return false };
+        let rest = super::trim_end(rest);
+        rest.is_empty() || matches!(rest[0], b';' | b',' | b')')
+    }
+
+    /// One step from `i` in `state`.
+    pub(super) fn step(&self, src: &[u8], i: usize, state: LexState) -> Step {
         match state {
-            LexState::Code => match self.token_at(text, i) {
-                None => Step::Next(i + 1, LexState::Code),
-                Some(t) => {
-                    let (open, _, kind) = self.tokens[t];
-                    match kind {
-                        TokenKind::Line | TokenKind::Block => Step::Comment(t),
+            LexState::Code | LexState::CodeThenHeredoc(_) => {
+                if src[i] == b'\n' {
+                    let next = match state {
+                        LexState::CodeThenHeredoc(word) => LexState::Heredoc(word),
+                        other => other,
+                    };
+                    return Step::Next(i + 1, next);
+                }
+                if let Some(prefix) = self.verbatim {
+                    if (i == 0 || src[i - 1] == b'\n') && src[i..].starts_with(prefix.as_bytes()) {
+                        let end = memchr::memchr(b'\n', &src[i..]).map_or(src.len(), |j| i + j);
+                        return Step::Next(end, state);
+                    }
+                }
+                if let Some(t) = self.token_at(src, i) {
+                    let (open, close, kind) = self.tokens[t];
+                    return match kind {
+                        TokenKind::Line if glued_hash(src, i, open) => Step::Next(i + 1, state),
+                        TokenKind::Line => {
+                            let end = memchr::memchr2(b'\n', b'\r', &src[i..])
+                                .map_or(src.len(), |j| i + j);
+                            Step::Comment(i..end, state)
+                        }
+                        TokenKind::Block => {
+                            let body = i + open.len();
+                            match memmem::find(&src[body..], close.as_bytes()) {
+                                Some(j) => Step::Comment(i..body + j + close.len(), state),
+                                None => Step::Next(src.len(), LexState::Block(t)),
+                            }
+                        }
                         TokenKind::String => Step::Next(i + open.len(), LexState::String(t, false)),
                         TokenKind::MultilineString => {
                             Step::Next(i + open.len(), LexState::String(t, true))
                         }
-                    }
+                    };
                 }
-            },
+                if let Some((word, end)) = self.heredoc_at(src, i) {
+                    // The first heredoc of a line wins; its body starts on the next line.
+                    let next = match state {
+                        LexState::Code => LexState::CodeThenHeredoc(word),
+                        other => other,
+                    };
+                    return Step::Next(end, next);
+                }
+                if let Some(end) = self.quote_at(src, i) {
+                    return Step::Next(end, state);
+                }
+                Step::Next(i + 1, state)
+            }
             LexState::Block(t) => {
                 let close = self.tokens[t].1.as_bytes();
-                match memmem::find(&text[i..], close) {
+                match memmem::find(&src[i..], close) {
                     Some(j) => Step::Next(i + j + close.len(), LexState::Code),
-                    None => Step::Next(text.len(), state),
+                    None => Step::Next(src.len(), state),
                 }
             }
-            LexState::String(t, _) => {
+            LexState::String(t, multiline) => {
                 let close = self.tokens[t].1.as_bytes();
-                if text[i] == b'\\' {
+                if src[i] == b'\\' {
                     Step::Next(i + 2, state)
-                } else if text[i..].starts_with(close) {
+                } else if src[i..].starts_with(close) {
                     Step::Next(i + close.len(), LexState::Code)
+                } else if src[i] == b'\n' && !multiline {
+                    Step::Next(i + 1, LexState::Code) // a one-line string ends with its line
                 } else {
                     Step::Next(i + 1, state)
                 }
             }
+            LexState::Heredoc(word) => {
+                let end = memchr::memchr(b'\n', &src[i..]).map_or(src.len(), |j| i + j);
+                let closes = self.closes_heredoc(src, i..end, word);
+                Step::Next((end + 1).min(src.len()), if closes { LexState::Code } else { state })
+            }
         }
+    }
+
+    /// Describes the comment `range` that the reader met in code.
+    pub(super) fn comment(&self, lang: &Language, src: &[u8], range: Range<usize>) -> Comment {
+        let start = range.start;
+        let line_start = super::line_start(src, start);
+        let before = &src[line_start..start];
+        let before = before.strip_prefix(super::BOM).unwrap_or(before);
+        let starts_line = before.iter().all(|&b| b == b' ' || b == b'\t');
+        let token = src[start];
+        let trails_code = !starts_line
+            && !lang.comments_start_line
+            && !token.is_ascii_alphabetic()
+            && match before.last() {
+                Some(b' ' | b'\t') => true,
+                Some(b';' | b',' | b')' | b']' | b'}' | b'(' | b'{') => token != b'#',
+                _ => false,
+            };
+        Comment { range, starts_line, trails_code }
     }
 
     /// The one-line comment in `region` (read with the tokens from its start) that holds `hit`.
@@ -126,52 +332,59 @@ impl<'l> FallbackLexer<'l> {
         while i <= hit && i < region.end {
             match self.step(text, i, state) {
                 Step::Next(j, s) => (i, state) = (j, s),
-                Step::Comment(_) => {
-                    let line_end =
-                        memchr::memchr2(b'\n', b'\r', &text[i..]).map_or(region.end, |j| i + j);
-                    let comment = self.comment_at(src, i, line_end, line_end)?;
+                Step::Comment(comment, s) => {
                     if comment.contains(&hit) {
-                        return Some(comment);
+                        return (!src[comment.clone()].contains(&b'\n')).then_some(comment);
                     }
-                    i = comment.end;
+                    (i, state) = (comment.end, s);
                 }
             }
         }
         None
     }
+}
 
-    /// The state after reading `src[line_start..line_end]` in `state`.
-    pub(super) fn advance(
-        &self,
-        src: &[u8],
-        line_start: usize,
-        line_end: usize,
-        mut state: LexState,
-    ) -> LexState {
-        let line = &src[..line_end];
-        let mut i = line_start;
-        while i < line_end {
-            match self.step(line, i, state) {
-                Step::Next(j, s) => (i, state) = (j, s),
-                Step::Comment(t) => {
-                    let (open, _, kind) = self.tokens[t];
-                    if kind == TokenKind::Line {
-                        return LexState::Code; // the rest of the line is comment
-                    }
-                    (i, state) = (i + open.len(), LexState::Block(t));
-                }
-            }
-        }
-        match state {
-            LexState::String(_, false) => LexState::Code, // single-line strings end here
-            other => other,
-        }
+/// The closer of an opening bracket.
+fn closing_bracket(open: u8) -> Option<u8> {
+    match open {
+        b'(' => Some(b')'),
+        b'[' => Some(b']'),
+        b'{' => Some(b'}'),
+        b'<' => Some(b'>'),
+        _ => None,
     }
 }
 
-/// What one lexer step found.
-enum Step {
-    Next(usize, LexState),
-    /// A comment token (index into the tokens) starts here.
-    Comment(usize),
+/// The end of a literal delimited by `src[open]`: after the matching closer (brackets nest),
+/// or after the next unescaped repeat of the delimiter. `None` if it never closes.
+fn delimited(src: &[u8], open: usize) -> Option<usize> {
+    let delimiter = *src.get(open)?;
+    let close = closing_bracket(delimiter).unwrap_or(delimiter);
+    let mut depth = 0usize;
+    let mut i = open + 1;
+    while i < src.len() {
+        let b = src[i];
+        if b == b'\\' {
+            i += 2;
+            continue;
+        }
+        if b == close {
+            if depth == 0 {
+                return Some(i + 1);
+            }
+            depth -= 1;
+        } else if b == delimiter && close != delimiter {
+            depth += 1;
+        }
+        i += 1;
+    }
+    None
+}
+
+/// A `#` glued to what precedes it is part of that token, not a comment: Perl's `$#list`,
+/// shell's `foo#bar` and `${x#y}`.
+fn glued_hash(src: &[u8], i: usize, token: &str) -> bool {
+    token.starts_with('#')
+        && i > 0
+        && (src[i - 1].is_ascii_alphanumeric() || matches!(src[i - 1], b'_' | b'$' | b'{'))
 }

@@ -1,0 +1,182 @@
+//! Reading a file whose parse has errors: the tree's tokens where it parsed them soundly, the
+//! fallback lexer from the first byte it did not. A hit next to a syntax error is then decided
+//! by what the tokens before it say (is the `//` inside a string?), not by how the parser
+//! recovered from the error.
+
+use std::ops::{ControlFlow, Range};
+
+use tree_sitter::Node;
+
+use super::lexer::{Comment, FallbackLexer, LexState, Step};
+use crate::languages::Language;
+
+/// The reader's place in one syntax tree: hits are asked for in file order, and each question
+/// reads on from where the last one stopped.
+pub(super) struct Recovery {
+    pos: usize,
+    state: LexState,
+    /// The comment the last question found: a later question inside it is answered with it.
+    last: Option<Comment>,
+}
+
+impl Recovery {
+    pub(super) fn new(root: Node) -> Recovery {
+        Recovery { pos: root.start_byte(), state: LexState::Code, last: None }
+    }
+
+    /// The comment that holds `hit`, read with `row`'s tokens from the start of `root`:
+    /// subtrees without errors are skipped whole (their tokens are sound, and they end in code),
+    /// a token the tree read soundly is opaque (a string's text, JSX text: never a comment),
+    /// and everything else (error nodes, bytes no node covers, comments, strings the tree did
+    /// not close) is read with the lexer. `None` if `hit` is not in a comment.
+    pub(super) fn comment_at(
+        &mut self,
+        row: &Language,
+        root: Node,
+        src: &[u8],
+        hit: usize,
+    ) -> Option<Comment> {
+        if hit < self.pos {
+            return self.last.clone().filter(|c| c.range.contains(&hit));
+        }
+        let mut reader = Reader { row, lexer: FallbackLexer::new(row), src, limit: hit, at: self };
+        let found = match reader.tree(root) {
+            ControlFlow::Break(found) => found,
+            // Past the end of the tree (a parser that stopped early): the lexer reads on.
+            ControlFlow::Continue(()) => match reader.lex(src.len()) {
+                ControlFlow::Break(found) => found,
+                ControlFlow::Continue(()) => None,
+            },
+        };
+        self.last = found.clone();
+        found
+    }
+}
+
+struct Reader<'r, 'l> {
+    row: &'l Language,
+    lexer: FallbackLexer<'l>,
+    src: &'r [u8],
+    /// The hit: reading stops once it is passed, with the verdict.
+    limit: usize,
+    at: &'r mut Recovery,
+}
+
+impl Reader<'_, '_> {
+    /// Reads the tree from the reader's position until the limit is passed (`Break` with the
+    /// comment holding it, if any) or the tree ends (`Continue`).
+    fn tree(&mut self, root: Node) -> ControlFlow<Option<Comment>> {
+        let mut cursor = root.walk();
+        'nodes: loop {
+            let node = cursor.node();
+            let descend = self.node(node)?;
+            if descend && cursor.goto_first_child_for_byte(self.at.pos).is_some() {
+                continue;
+            }
+            if descend {
+                self.lex(node.end_byte())?; // no child reaches past the position
+            }
+            // The next sibling; or up, reading the bytes after a parent's last child.
+            loop {
+                if cursor.goto_next_sibling() {
+                    continue 'nodes;
+                }
+                if !cursor.goto_parent() {
+                    return ControlFlow::Continue(());
+                }
+                self.lex(cursor.node().end_byte())?;
+            }
+        }
+    }
+
+    /// Reads one node, or says to read its children (`Continue(true)`).
+    fn node(&mut self, node: Node) -> ControlFlow<Option<Comment>, bool> {
+        let (start, end) = (node.start_byte(), node.end_byte());
+        if end <= self.at.pos {
+            return ControlFlow::Continue(false);
+        }
+        if self.at.pos < start {
+            self.lex(start)?; // the bytes between nodes
+            if end <= self.at.pos {
+                return ControlFlow::Continue(false);
+            }
+        }
+        let fresh = self.at.state == LexState::Code && self.at.pos == start;
+        let sound = !node.has_error() && !node.is_error() && !node.is_missing();
+        let leaf = node.child_count() == 0;
+        let lexed_kind = self.lexed_kind(node);
+        // A node that opens a string, comment or heredoc (`"` alone, Python's `string_start`,
+        // XML's `CDStart`) may not close where the tree says: the lexer reads it.
+        let opens = self.lexer.opens_at(self.src, start)
+            // …and one whose end splits a token (`/p>; /` read as a regex, then `/ @claude`)
+            // ends where the lexer would not.
+            || self.lexer.splits_token(self.src, end);
+        if fresh && sound && !opens && end <= self.limit && !orphan_string_part(node) {
+            self.at.pos = end; // parsed soundly, before the hit: it ends in code
+            return ControlFlow::Continue(false);
+        }
+        if fresh && sound && leaf && !opens && !lexed_kind && !orphan_string_part(node) {
+            // A token the tree read soundly holds the hit: it is no comment.
+            self.at.pos = end;
+            return ControlFlow::Break(None);
+        }
+        if leaf || lexed_kind {
+            self.lex(end)?;
+            return ControlFlow::Continue(false);
+        }
+        ControlFlow::Continue(true)
+    }
+
+    /// Comments, and text the grammar leaves unparsed (C macro bodies): read with the tokens.
+    fn lexed_kind(&self, node: Node) -> bool {
+        let kind = node.kind();
+        self.row.comment_kinds.iter().chain(&self.row.lexed_kinds).any(|k| k == kind)
+    }
+
+    /// Reads with the lexer up to `until` (a token may carry it further).
+    fn lex(&mut self, until: usize) -> ControlFlow<Option<Comment>> {
+        let src = self.src;
+        let until = until.min(src.len());
+        while self.at.pos < until {
+            let pos = self.at.pos;
+            match self.lexer.step(src, pos, self.at.state) {
+                Step::Next(next, state) => {
+                    self.at.pos = next.min(src.len());
+                    self.at.state = state;
+                    if next > self.limit {
+                        return ControlFlow::Break(None); // in code, a string or a heredoc
+                    }
+                }
+                Step::Comment(range, state) => {
+                    self.at.pos = range.end;
+                    self.at.state = state;
+                    if range.end > self.limit {
+                        let comment = self.lexer.comment(self.row, src, range);
+                        return ControlFlow::Break(Some(comment));
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// A string's text directly inside an error, without its string: the grammar's error recovery
+/// made it from whatever followed (Kotlin reads ` = "` so). The lexer reads it instead. (JSX
+/// text is text wherever it lies.)
+fn orphan_string_part(node: Node) -> bool {
+    let kind = node.kind();
+    node.child_count() == 0
+        && node.is_named()
+        && (kind.contains("string") || kind.contains("content") || kind.contains("fragment"))
+        && node.parent().is_some_and(|p| p.is_error())
+}
+
+/// The range of a comment without a trailing line break.
+pub(super) fn trimmed(src: &[u8], range: Range<usize>) -> Range<usize> {
+    let mut end = range.end;
+    while end > range.start && matches!(src[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    range.start..end
+}
