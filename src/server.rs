@@ -121,7 +121,45 @@ pub fn channel_notification(ask: &Ask) -> Value {
         meta.insert("stamped".into(), json!("false"));
     }
     meta.insert("language".into(), json!(ask.marker.language));
-    json!({ "content": ask.marker.text, "meta": meta })
+    json!({ "content": channel_content(&ask.marker.text), "meta": meta })
+}
+
+/// Asks longer than this (in bytes) are cut, visibly: an ask is a few lines, and a megabyte
+/// comment is not a message anyone typed to Claude.
+pub const MAX_ASK: usize = 4096;
+
+/// The ask as Claude Code may place it inside its `<channel …>` element: a `<channel` or
+/// `</channel` in the text (which could close the element and forge another message around
+/// it) is written `&lt;channel` / `&lt;/channel`, as Claude reads HTML-escaped text naturally;
+/// and an ask over [`MAX_ASK`] bytes is cut at a character boundary with `…(truncated)`.
+pub fn channel_content(text: &str) -> String {
+    let mut cut = text.len().min(MAX_ASK);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut out = String::with_capacity(cut + 16);
+    let mut rest = &text[..cut];
+    while let Some(at) = find_channel_tag(rest) {
+        out.push_str(&rest[..at]);
+        out.push_str("&lt;");
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+    if cut < text.len() {
+        out.push_str("…(truncated)");
+    }
+    out
+}
+
+/// Where `<channel` or `</channel` starts in `text`, in any letter case.
+fn find_channel_tag(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let open = lower.find("<channel");
+    let close = lower.find("</channel");
+    match (open, close) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 async fn send_ask(peer: &Peer<RoleServer>, ask: &Ask) {
