@@ -159,7 +159,7 @@ pub fn lines_git_could_write(path: &Path, window: Option<&GitWindow>) -> HashSet
     for rev in revs {
         let out = Command::new("git")
             .arg("-C")
-            .arg(dir)
+            .arg(crate::sys::plain_path(dir).as_ref())
             .args(["show", &format!("{rev}:./{name}")])
             .stdin(Stdio::null())
             .stderr(Stdio::null())

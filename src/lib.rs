@@ -43,6 +43,6 @@ pub use pipeline::{
     scan_paths, stamp_file, EditError, FileMarkers, ScanReport, WRITE_ATTEMPTS,
 };
 pub use scan::{DecidedBy, FallbackReason, Marker, MarkerView, Scanner, DEFAULT_TRIGGER};
-pub use sys::shutdown_signal;
+pub use sys::{shutdown_signal, slash_path};
 pub use walk::Listing;
 pub use watch::{Change, Watch, WatchStats};

@@ -367,7 +367,7 @@ fn stamp(dry_run: bool, json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow:
     for path in listing.files {
         match filewatch_mcp::stamp_file(&scanner, &path, dry_run, WRITE_ATTEMPTS) {
             Ok(asks) => {
-                let shown = path.to_string_lossy();
+                let shown = filewatch_mcp::slash_path(&path); // `/` on every OS
                 for m in &asks {
                     if json {
                         let view = filewatch_mcp::MarkerView { tagged: !dry_run, ..m.view(&shown) };
@@ -397,7 +397,7 @@ fn resolve(id: &str, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCod
     let resolved = filewatch_mcp::resolve_in_tree(&scanner, paths, id, threads())?;
     let mut out = io::stdout().lock();
     for path in &resolved {
-        writeln!(out, "{}: removed {id}", path.display())?;
+        writeln!(out, "{}: removed {id}", filewatch_mcp::slash_path(path))?; // `/` on every OS
     }
     if resolved.is_empty() {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -422,7 +422,7 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     }
     let mut out = BufWriter::new(io::stdout().lock());
     for file in &report.files {
-        let path = file.path.to_string_lossy();
+        let path = filewatch_mcp::slash_path(&file.path); // `/` on every OS
         for m in &file.markers {
             if json {
                 writeln!(out, "{}", serde_json::to_string(&m.view(&path))?)?;

@@ -389,7 +389,7 @@ impl State {
         match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
             Ok(()) => {
                 self.watched.insert(dir.to_path_buf());
-                if self.watched.len() % PROGRESS_EVERY == 0 {
+                if self.watched.len().is_multiple_of(PROGRESS_EVERY) {
                     tracing::info!("watching… {} directories so far", self.watched.len());
                 }
             }
@@ -475,4 +475,62 @@ fn is_enospc(err: &notify::Error) -> bool {
 fn renamed_from_here(kind: &EventKind, path: &Path) -> bool {
     matches!(kind, EventKind::Modify(ModifyKind::Name(RenameMode::Any)))
         && std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_secs(20);
+
+    fn write(root: &Path, rel: &str) -> PathBuf {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "# @claude hi\n").unwrap();
+        p
+    }
+
+    /// Every change up to `sentinel`'s (changes come in the order files fell quiet, so anything
+    /// written before the sentinel has been reported by then).
+    fn changes_until(rx: &Receiver<Change>, root: &Path, sentinel: &str) -> Vec<PathBuf> {
+        write(root, sentinel);
+        let mut got = Vec::new();
+        loop {
+            let c = rx.recv_timeout(DEADLINE).expect("a change within the deadline");
+            if c.path == root.join(sentinel) {
+                return got;
+            }
+            got.push(c.path);
+        }
+    }
+
+    /// The one-recursive-watch mode (macOS, Windows) applies the ignore rules to events: run
+    /// here with inotify's recursive emulation, it must report what per-directory watching
+    /// reports and nothing from ignored trees.
+    #[test]
+    fn a_recursive_watch_applies_the_ignore_rules_to_events() {
+        for mode in [WatchMode::Recursive, sys::WATCH_MODE] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap();
+            std::fs::write(root.join(".gitignore"), "out/\n*.log.py\n").unwrap();
+            for d in ["src", "out/deep", "node_modules/pkg", "gone"] {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+            }
+            let (watch, rx) = Watch::start_in_mode(&root, Duration::from_millis(50), mode).unwrap();
+            assert!(watch.stats().dirs_watched >= 3, "{:?}", watch.stats());
+            let saved = write(&root, "src/a.py");
+            write(&root, "out/deep/b.py");
+            write(&root, "node_modules/pkg/c.py");
+            write(&root, "src/d.log.py");
+            assert_eq!(changes_until(&rx, &root, "s1.py"), vec![saved], "{mode:?}");
+
+            // A directory made (or renamed in) later is covered; one renamed away is not.
+            let new = write(&root, "fresh/sub/e.py");
+            std::fs::rename(root.join("gone"), root.join("out/gone")).unwrap();
+            write(&root, "out/gone/f.py");
+            let got = changes_until(&rx, &root, "s2.py");
+            assert_eq!(got, vec![new], "{mode:?}");
+            watch.stop();
+        }
+    }
 }

@@ -238,6 +238,7 @@ fn stamp_reports_read_only_files_and_leaves_them() {
 
 /// The binary as a user without special rights: root reads every directory, so "unreadable"
 /// can only be tested as someone else (`setpriv` to nobody); `None` where that is impossible.
+#[cfg(unix)]
 fn as_unprivileged(dir: &Path) -> Option<Command> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -252,12 +253,24 @@ fn as_unprivileged(dir: &Path) -> Option<Command> {
     Some(cmd)
 }
 
+/// No `setpriv` and no mode bits off Unix: the unreadable cases are skipped there.
+#[cfg(not(unix))]
+fn as_unprivileged(_dir: &Path) -> Option<Command> {
+    None
+}
+
+#[cfg(unix)]
 fn unreadable_dir(root: &Path, rel: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let p = root.join(rel);
     std::fs::create_dir_all(&p).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
     p
+}
+
+#[cfg(not(unix))]
+fn unreadable_dir(_root: &Path, _rel: &str) -> PathBuf {
+    unreachable!("only called after as_unprivileged, which is None off Unix")
 }
 
 fn stderr(out: &Output) -> String {

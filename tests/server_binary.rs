@@ -185,6 +185,7 @@ fn claude_code_startup_replayed_byte_for_byte() {
     assert!(s.child.try_wait().unwrap().unwrap().success());
 }
 
+#[cfg(unix)]
 #[test]
 fn sigterm_stops_it_cleanly() {
     let dir = tempfile::tempdir().unwrap();
@@ -211,6 +212,7 @@ fn sigterm_stops_it_cleanly() {
 /// Claude Code logs every stderr line of a server as an error, and stops a server with SIGINT,
 /// then SIGTERM ~150 ms later: in normal operation the server says nothing on stderr, and it
 /// exits on SIGINT by itself, successfully. A `list_asks` path that does not exist says so.
+#[cfg(unix)]
 #[test]
 fn quiet_on_stderr_and_stops_on_sigint() {
     let dir = tempfile::tempdir().unwrap();

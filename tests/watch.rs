@@ -112,6 +112,7 @@ impl Watcher {
 impl Drop for Watcher {
     fn drop(&mut self) {
         // SIGTERM, then make sure it is gone.
+        #[cfg(unix)]
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
@@ -265,6 +266,7 @@ fn a_burst_of_writes_is_one_ask() {
     assert_eq!(asks[0]["text"], "@claude final version");
 }
 
+#[cfg(unix)] // a symlink and a FIFO
 #[test]
 fn look_alikes_ignored_paths_and_odd_files_stay_silent_and_untouched() {
     let mut w = Watcher::start();
@@ -362,6 +364,7 @@ fn five_hundred_files_at_once() {
     assert_eq!(ids.len(), 500);
 }
 
+#[cfg(unix)]
 #[test]
 fn read_only_files_are_announced_once_unstamped() {
     use std::os::unix::fs::PermissionsExt;

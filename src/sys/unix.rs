@@ -96,6 +96,16 @@ pub fn is_watch_limit(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOSPC)
 }
 
+/// A path as people and JSON see it: `/`-separated on every OS (here it already is).
+pub fn slash_path(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// The path in the form other programs (git) take; on Unix, as it is.
+pub fn plain_path(path: &Path) -> std::borrow::Cow<'_, Path> {
+    std::borrow::Cow::Borrowed(path)
+}
+
 /// The path as a C string for the raw calls.
 fn c_path(path: &Path) -> io::Result<CString> {
     Ok(CString::new(path.as_os_str().as_bytes())?)

@@ -181,6 +181,33 @@ fn backup_name(a: &Path) -> PathBuf {
     }
 }
 
+/// A path as people and JSON see it: `/`-separated on every OS, without the `\\?\` prefix
+/// that canonical paths carry (`\\?\C:\p\a.py` → `C:/p/a.py`). A `\` is never part of a
+/// file name on Windows, so every one is a separator.
+pub fn slash_path(path: &Path) -> String {
+    plain_path(path).to_string_lossy().replace('\\', "/")
+}
+
+/// The path without the verbatim prefix canonical paths carry, which some programs (git's
+/// `-C`, a child's working directory) refuse: `\\?\C:\p` → `C:\p`, `\\?\UNC\s\x` →
+/// `\\s\x`. Left as it is when it needs the prefix (over `MAX_PATH`).
+pub fn plain_path(path: &Path) -> std::borrow::Cow<'_, Path> {
+    use std::borrow::Cow;
+    const MAX_PATH: usize = 260;
+    let s = path.to_string_lossy();
+    let plain = if let Some(rest) = s.strip_prefix(r"\\?\UNC\") {
+        format!(r"\\{rest}")
+    } else if let Some(rest) = s.strip_prefix(r"\\?\").filter(|r| r.get(1..2) == Some(":")) {
+        rest.to_string()
+    } else {
+        return Cow::Borrowed(path);
+    };
+    if plain.len() >= MAX_PATH {
+        return Cow::Borrowed(path);
+    }
+    Cow::Owned(PathBuf::from(plain))
+}
+
 fn wide(path: &Path) -> Vec<u16> {
     path.as_os_str().encode_wide().chain(std::iter::once(0)).collect()
 }
