@@ -16,6 +16,8 @@ const STALE_LOCK: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitDir {
     path: PathBuf,
+    /// The top of the work tree (the directory holding `.git`).
+    top: PathBuf,
 }
 
 impl GitDir {
@@ -25,12 +27,12 @@ impl GitDir {
         while let Some(cur) = d {
             let dot_git = cur.join(".git");
             if dot_git.is_dir() {
-                return Some(GitDir { path: dot_git });
+                return Some(GitDir { path: dot_git, top: cur.to_path_buf() });
             }
             if dot_git.is_file() {
                 let text = std::fs::read_to_string(&dot_git).ok()?;
                 let target = text.strip_prefix("gitdir:")?.trim();
-                return Some(GitDir { path: cur.join(target) });
+                return Some(GitDir { path: cur.join(target), top: cur.to_path_buf() });
             }
             d = cur.parent();
         }
@@ -67,13 +69,48 @@ impl GitDir {
         self.path.join("index.lock").exists()
     }
 
-    /// The newest stash commit, read from the ref files (no git process per lock).
-    fn stash_ref(&self) -> Option<String> {
-        if let Ok(text) = std::fs::read_to_string(self.path.join("refs/stash")) {
-            return Some(text.trim().to_string()).filter(|s| !s.is_empty());
+    /// What a change seen from now on may have been written from: every stash entry, newest
+    /// first, read from the ref files (no git process per lock).
+    pub fn window(&self) -> GitWindow {
+        let mut stashes: Vec<String> = std::fs::read_to_string(self.path.join("logs/refs/stash"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+            .collect();
+        stashes.reverse();
+        if stashes.is_empty() {
+            let newest = std::fs::read_to_string(self.path.join("refs/stash")).ok().or_else(|| {
+                let packed = std::fs::read_to_string(self.path.join("packed-refs")).ok()?;
+                packed.lines().find_map(|l| l.strip_suffix(" refs/stash").map(str::to_string))
+            });
+            stashes.extend(newest.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()));
         }
-        let packed = std::fs::read_to_string(self.path.join("packed-refs")).ok()?;
-        packed.lines().find_map(|l| l.strip_suffix(" refs/stash").map(str::to_string))
+        GitWindow { stashes }
+    }
+
+    /// The commits of an operation git has in progress or just did: `ORIG_HEAD` (before a
+    /// merge, pull, rebase, reset), `MERGE_HEAD` (the other side of a merge that stopped),
+    /// `CHERRY_PICK_HEAD`, `REVERT_HEAD` and its parent (the lines a revert brings back),
+    /// `REBASE_HEAD`, `AUTO_MERGE`.
+    fn operation_heads(&self) -> Vec<String> {
+        let mut revs = Vec::new();
+        for name in [
+            "ORIG_HEAD",
+            "MERGE_HEAD",
+            "CHERRY_PICK_HEAD",
+            "REVERT_HEAD",
+            "REBASE_HEAD",
+            "AUTO_MERGE",
+        ] {
+            let text = std::fs::read_to_string(self.path.join(name)).unwrap_or_default();
+            for sha in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                revs.push(sha.to_string());
+                if name == "REVERT_HEAD" {
+                    revs.push(format!("{sha}^"));
+                }
+            }
+        }
+        revs
     }
 }
 
@@ -81,8 +118,16 @@ impl GitDir {
 /// may have been written from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GitWindow {
-    /// The newest stash commit then: a `git stash pop` writes that commit's lines.
-    pub stash: Option<String>,
+    /// Every stash entry then, newest first: `git stash pop stash@{N}` writes one of them.
+    pub stashes: Vec<String>,
+}
+
+impl GitWindow {
+    /// The window of the repository holding `dir`, as the watcher takes it when git takes its
+    /// index lock (empty outside a repository).
+    pub fn capture(dir: &Path) -> GitWindow {
+        GitDir::find(dir).map(|g| g.window()).unwrap_or_default()
+    }
 }
 
 /// Git's index lock as the watcher sees it, by events: git is fast, and the lock may be gone
@@ -103,7 +148,7 @@ struct Held {
 impl IndexLock {
     /// Git created its index lock.
     pub fn taken(&mut self, git: &GitDir) {
-        let window = GitWindow { stash: git.stash_ref() };
+        let window = git.window();
         self.held = Some(Held { window, since: Instant::now(), stale_warned: false });
     }
 
@@ -142,36 +187,115 @@ impl IndexLock {
     }
 }
 
-/// Every line git could have written into `path`: the file's lines at HEAD, and when it
-/// changed while git held its lock (`window`), also in the index and the stash git popped.
-/// Empty outside a repository or for a file git does not know. Lines are compared without
-/// their line ending.
+/// How many of the newest commits (on any ref) that touched a file are searched for lines a
+/// `git restore --source=<rev>` or `git checkout <rev> -- <path>` may have written: neither
+/// leaves a trace of the revision it used.
+const RECENT_COMMITS: usize = 50;
+
+/// Every line git could have written into `path`, compared as git's filters leave them
+/// alike: without line endings (`eol`, `autocrlf`) and with `$Id…$` keywords collapsed
+/// (`ident`). (`cat-file --filters` would apply them exactly, but in batch mode it reports the
+/// unfiltered size, so its output cannot be read reliably.) Always the file at `HEAD`. When it changed while git held its lock (`window`):
+/// also every index stage (a conflict's base, ours, theirs), the heads of the operation in
+/// progress (merge, cherry-pick, revert, rebase, `ORIG_HEAD`), every stash entry, and the file
+/// in its newest commits on any ref. Empty outside a repository or without git.
 pub fn lines_git_could_write(path: &Path, window: Option<&GitWindow>) -> HashSet<Vec<u8>> {
-    let mut revs = vec!["HEAD".to_string()];
+    let Some((git, rel)) = repo_path(path) else { return HashSet::new() };
+    let mut objects = vec![format!("HEAD:{rel}")];
     if let Some(window) = window {
-        revs.push(String::new()); // `:./name` is the index
-        revs.extend(window.stash.clone());
+        objects.extend((0..=3).map(|stage| format!(":{stage}:{rel}")));
+        let revs = git.operation_heads().into_iter().chain(window.stashes.iter().cloned());
+        let revs = revs.chain(recent_commits(&git.top, &rel));
+        objects.extend(revs.map(|rev| format!("{rev}:{rel}")));
     }
     let mut lines = HashSet::new();
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return lines;
-    };
-    for rev in revs {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(crate::sys::plain_path(dir).as_ref())
-            .args(["show", &format!("{rev}:./{name}")])
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        let Ok(out) = out else { return lines }; // no git at all
-        if out.status.success() {
-            lines.extend(
-                out.stdout
-                    .split(|&b| b == b'\n')
-                    .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec()),
-            );
-        }
+    for text in cat_files(&git.top, &objects) {
+        lines.extend(text.split(|&b| b == b'\n').map(normalize_line));
     }
     lines
+}
+
+/// A work-tree line as git's versions are compared with it: no `\r`, keywords collapsed
+/// (`$Id: 3e1f… $` → `$Id$`), since `ident` expands them on checkout.
+pub fn normalize_line(line: &[u8]) -> Vec<u8> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let Some(start) = memchr::memmem::find(line, b"$Id:") else { return line.to_vec() };
+    let Some(len) = memchr::memchr(b'$', &line[start + 4..]) else { return line.to_vec() };
+    let mut out = line[..start].to_vec();
+    out.extend_from_slice(b"$Id$");
+    out.extend_from_slice(&line[start + 4 + len + 1..]);
+    normalize_line(&out)
+}
+
+/// The repository of `path` and the path relative to its work tree, `/`-separated.
+fn repo_path(path: &Path) -> Option<(GitDir, String)> {
+    let git = GitDir::find(path.parent()?)?;
+    let rel = path.strip_prefix(&git.top).ok()?;
+    let rel: Vec<String> =
+        rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    Some((git, rel.join("/")))
+}
+
+/// The newest commits on any ref that touched `rel`.
+fn recent_commits(top: &Path, rel: &str) -> Vec<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(crate::sys::plain_path(top).as_ref())
+        .args(["log", "--all", "--format=%H", &format!("-n{RECENT_COMMITS}"), "--", rel])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The contents of the blobs named by `objects` (`<rev>:<path>`, `:<stage>:<path>`), in one
+/// `git cat-file --batch`; objects that do not exist are left out.
+fn cat_files(top: &Path, objects: &[String]) -> Vec<Vec<u8>> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let child = Command::new("git")
+        .arg("-C")
+        .arg(crate::sys::plain_path(top).as_ref())
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else { return Vec::new() }; // no git at all
+    let input: String = objects.iter().map(|o| format!("{o}\n")).collect();
+    let mut stdin = child.stdin.take();
+    // Written from another thread: git answers as it reads, and a pipe holds only so much.
+    let writer = std::thread::spawn(move || {
+        if let Some(stdin) = stdin.as_mut() {
+            let _ = stdin.write_all(input.as_bytes());
+        }
+    });
+    let mut texts = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        let mut out = BufReader::new(stdout);
+        for _ in objects {
+            let mut header = String::new();
+            if out.read_line(&mut header).unwrap_or(0) == 0 {
+                break;
+            }
+            // `<oid> blob <size>` then the content and a newline; or `<name> missing`.
+            let fields: Vec<&str> = header.split_whitespace().collect();
+            let Some(size) = fields.get(2).and_then(|s| s.parse::<usize>().ok()) else {
+                continue;
+            };
+            let mut blob = vec![0; size + 1];
+            if out.read_exact(&mut blob).is_err() {
+                break;
+            }
+            blob.pop();
+            texts.push(blob);
+        }
+    }
+    let _ = writer.join();
+    let _ = child.wait();
+    texts
 }

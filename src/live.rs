@@ -184,11 +184,7 @@ impl<'t> LivePipeline<'t> {
         let git = git::lines_git_could_write(path, from_git);
         let mut all = git.clone();
         if let Some(previous) = self.previous.get(path) {
-            all.extend(
-                previous
-                    .split(|&b| b == b'\n')
-                    .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec()),
-            );
+            all.extend(previous.split(|&b| b == b'\n').map(git::normalize_line));
         }
         OldLines { git, all }
     }
@@ -205,7 +201,7 @@ impl<'t> LivePipeline<'t> {
     ) -> Vec<Marker> {
         fresh.retain(|m| {
             let line = line_of(bytes, m);
-            let arrived = git_lines.contains(&line);
+            let arrived = git_lines.contains(&git::normalize_line(&line));
             if arrived {
                 tracing::debug!("{}:{}: from git, not announced", path.display(), m.line);
                 self.from_git.insert((path.to_path_buf(), line));
@@ -361,16 +357,13 @@ fn cut_to_new_lines(
         .map(|m| {
             if old.is_empty()
                 || !stamp::is_paragraph(lang, src, &m)
-                || old.contains(&line_of(src, &m))
+                || old.contains(&git::normalize_line(&line_of(src, &m)))
             {
                 return m;
             }
             let start = line_start(src, m.comment.start);
             let lines = src[start..m.comment.end].split(|&b| b == b'\n');
-            let new = lines
-                .skip(1)
-                .take_while(|l| !old.contains(l.strip_suffix(b"\r").unwrap_or(l)))
-                .count();
+            let new = lines.skip(1).take_while(|l| !old.contains(&git::normalize_line(l))).count();
             stamp::first_lines(lang, src, &m, new + 1)
         })
         .collect()
