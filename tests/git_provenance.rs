@@ -125,7 +125,7 @@ const CASES: &[Case] = &[
     Case {
         name: "pull stopping on a conflict",
         setup: |r| {
-            r.alice_commits("a.py", &format!("x = 'alice'\ny = 2  {}\n", &ALICE[..]));
+            r.alice_commits("a.py", &format!("x = 'alice'\ny = 2  {ALICE}\n"));
             r.bob_commits("a.py", "x = 'bob'\ny = 3\n");
         },
         command: |r| {
