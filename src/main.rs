@@ -313,7 +313,7 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
         writeln!(
             out,
             "{}:{}  {}  [{id}]",
-            ask.file,
+            terminal_name(&ask.file),
             lines(&ask.marker),
             indent_lines(&ask.marker.text)
         )?;
@@ -375,7 +375,8 @@ fn stamp(dry_run: bool, json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow:
                     } else {
                         let id = m.tag.map(|id| id.to_string()).unwrap_or_default();
                         let what = if dry_run { "would stamp" } else { "new" };
-                        writeln!(out, "{shown}:{}: {}  [{id} {what}]", m.line, m.text)?;
+                        let (name, text) = (terminal_name(&shown), terminal_text(&m.text));
+                        writeln!(out, "{name}:{}: {text}  [{id} {what}]", m.line)?;
                     }
                 }
             }
@@ -397,7 +398,8 @@ fn resolve(id: &str, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCod
     let resolved = filewatch_mcp::resolve_in_tree(&scanner, paths, id, threads())?;
     let mut out = io::stdout().lock();
     for path in &resolved {
-        writeln!(out, "{}: removed {id}", filewatch_mcp::slash_path(path))?; // `/` on every OS
+        // `/` on every OS
+        writeln!(out, "{}: removed {id}", terminal_name(&filewatch_mcp::slash_path(path)))?;
     }
     if resolved.is_empty() {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -428,7 +430,8 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
                 writeln!(out, "{}", serde_json::to_string(&m.view(&path))?)?;
             } else {
                 let tag = m.tag.map(|t| format!("  [{t} tagged]")).unwrap_or_default();
-                writeln!(out, "{path}:{}: {}{tag}", lines(m), indent_lines(&m.text))?;
+                let name = terminal_name(&path);
+                writeln!(out, "{name}:{}: {}{tag}", lines(m), indent_lines(&m.text))?;
             }
         }
     }
@@ -453,7 +456,33 @@ fn lines(m: &Marker) -> String {
 
 /// A multi-line ask for the terminal: its later lines indented under the first.
 fn indent_lines(text: &str) -> String {
-    text.replace('\n', "\n    ")
+    terminal_text(text).replace('\n', "\n    ")
+}
+
+/// Ask text for a terminal: control characters (ESC and with it CSI/OSC sequences, `\r`,
+/// other C0 and C1 codes, DEL) shown escaped (`\u{1b}`), so a file cannot move the cursor,
+/// retitle the window or overwrite earlier lines; the line breaks of a multi-line ask and tabs
+/// stay.
+fn terminal_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A file name for a terminal: as it is, unless it holds a control character (a newline would
+/// fake another output line) or a quote; then quoted, with escapes.
+fn terminal_name(name: &str) -> String {
+    if name.chars().any(|c| c.is_control() || c == '"') {
+        format!("{name:?}")
+    } else {
+        name.to_string()
+    }
 }
 
 fn languages(json: bool) -> anyhow::Result<ExitCode> {

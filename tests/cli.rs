@@ -368,3 +368,25 @@ fn flags_are_checked_and_explain_themselves() {
     let out = run(&["--log-level", "debug", "scan", "."], dir.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// A file name with a newline and an ask full of escape sequences: the terminal output stays
+/// one line per marker, with the name quoted and every control character shown escaped; the
+/// JSON output carries the exact text.
+#[test]
+fn terminal_output_cannot_be_forged() {
+    let dir = tempfile::tempdir().unwrap();
+    let ask = "# @claude hi \u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\u{7f}\n";
+    write(dir.path(), "evil\nname.py", ask);
+    let out = run(&["scan", "."], dir.path());
+    let text = stdout(&out);
+    assert_eq!(
+        text,
+        "\"./evil\\nname.py\":1: @claude hi \\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{9b}31m\\u{7f}\n"
+    );
+    assert!(!text.contains('\u{1b}') && !text.contains('\r'));
+    eprintln!("scan prints: {text}");
+    let lines = json_lines(&run(&["scan", "--json", "."], dir.path()));
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["file"], "./evil\nname.py");
+    assert_eq!(lines[0]["text"], "@claude hi \u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\u{7f}");
+}
