@@ -88,6 +88,10 @@ struct RawLanguage {
     quote_operators: Vec<String>,
     verbatim_line_prefix: Option<String>,
     #[serde(default)]
+    slash_regex: bool,
+    #[serde(default)]
+    block_scalars: String,
+    #[serde(default)]
     substitute_operators: Vec<String>,
     #[serde(default)]
     comments_start_line: bool,
@@ -215,6 +219,12 @@ pub struct Language {
     /// Lines that start with this are handed on verbatim and hold none of the row's comments
     /// (Make recipes, which go to the shell).
     pub verbatim_line_prefix: Option<String>,
+    /// A `/` where a value is expected (after an operator, `(`, `,` or a keyword such as
+    /// `if`, `split`, `return`) starts a regex literal that ends at the next `/` on its line.
+    pub slash_regex: bool,
+    /// Indicators that, ending a `key:` or `-` line, open a block of text: the lines below
+    /// indented deeper (YAML's `|` and `>`).
+    pub block_scalars: String,
     /// Only a comment that starts its line is a comment (Dockerfile: `FROM x # y` is an
     /// argument), even where the grammar says otherwise.
     pub comments_start_line: bool,
@@ -500,6 +510,8 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
         quote_operators: row.quote_operators,
         substitute_operators: row.substitute_operators,
         verbatim_line_prefix: row.verbatim_line_prefix,
+        slash_regex: row.slash_regex,
+        block_scalars: row.block_scalars,
         comments_start_line: row.comments_start_line,
         lexed_kinds: row.lexed_kinds,
         embedded: row.embedded,

@@ -278,8 +278,9 @@ impl<'t> Scanner<'t> {
                 continue;
             };
             let marker = if at.root.has_error() {
-                let recovery =
-                    recoveries.entry(at.root.id()).or_insert_with(|| Recovery::new(at.root));
+                let recovery = recoveries
+                    .entry(at.root.id())
+                    .or_insert_with(|| Recovery::new(at.row, at.root));
                 self.marker_near_error(lang, &at, src, hit, recovery)
             } else {
                 self.marker_at(lang, &at, src, hit)
@@ -291,14 +292,17 @@ impl<'t> Scanner<'t> {
 
     /// The language row and tree that own `hit`: the file's own, or an embedded language's
     /// (`<script>`, Markdown inline), parsed once per region. `None` for an opaque region.
-    fn locate<'a>(
+    fn locate<'a, 'r>(
         &self,
-        lang: &'a Language,
+        lang: &'r Language,
         root: Node<'a>,
         injected: &'a mut HashMap<usize, Option<(&'t Language, Tree)>>,
         src: &[u8],
         hit: usize,
-    ) -> Option<Located<'a>> {
+    ) -> Option<Located<'a, 'r>>
+    where
+        't: 'r,
+    {
         let end = hit + self.trigger.len();
         // Past the end of a tree that stopped early (YAML after an indentation error), the
         // root itself stands for the hit.
@@ -314,6 +318,7 @@ impl<'t> Scanner<'t> {
             parse(grammar, ts, src, Some(region)).map(|t| (row, t))
         });
         let (row, tree) = entry.as_ref()?;
+        let row: &'r Language = row;
         let root = tree.root_node();
         Some(Located { row, root, node: root.descendant_for_byte_range(hit, end)? })
     }
@@ -350,13 +355,13 @@ impl<'t> Scanner<'t> {
         at: &Located,
         src: &[u8],
         hit: usize,
-        recovery: &mut Recovery,
+        recovery: &mut Recovery<'_>,
     ) -> Option<Found> {
         let tree = comment_around(lang, at.row, at.node, src, hit);
         if matches!(tree, TreeSays::Hidden) {
             return None;
         }
-        let lexed = recovery.comment_at(at.row, at.root, src, hit)?;
+        let lexed = recovery.comment_at(at.root, src, hit)?;
         let (range, node) = match tree {
             TreeSays::Comment(node, range) if range.start == lexed.range.start => {
                 (range, Some(node))
@@ -381,7 +386,7 @@ impl<'t> Scanner<'t> {
             return None;
         }
         let mut comment_below = |pos: usize, style: usize| {
-            let below = recovery.comment_at(at.row, at.root, src, pos + style)?;
+            let below = recovery.comment_at(at.root, src, pos + style)?;
             (below.range.start == pos).then(|| recover::trimmed(src, below.range))
         };
         let (range, body) = self.ask(at.row, src, range, hit, &mut comment_below)?;
@@ -430,7 +435,7 @@ impl<'t> Scanner<'t> {
         let mut state = LexState::Code;
         let mut i = if src.starts_with(BOM) { BOM.len() } else { 0 };
         while i < src.len() {
-            match lexer.step(src, i, state) {
+            match lexer.step(src, i, src.len(), state) {
                 Step::Next(next, s) => (i, state) = (next, s),
                 Step::Comment(range, s) => {
                     (i, state) = (range.end, s);
@@ -627,8 +632,8 @@ impl Body {
 }
 
 /// Where a hit lies: the language row and syntax tree that own it, and its smallest node.
-struct Located<'a> {
-    row: &'a Language,
+struct Located<'a, 'r> {
+    row: &'r Language,
     root: Node<'a>,
     node: Node<'a>,
 }
@@ -1098,6 +1103,8 @@ mod tests {
             quote_operators: vec![],
             substitute_operators: vec![],
             verbatim_line_prefix: None,
+            slash_regex: false,
+            block_scalars: String::new(),
             comments_start_line: false,
             lexed_kinds: vec![],
             embedded: false,

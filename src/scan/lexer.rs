@@ -11,21 +11,23 @@ use crate::languages::Language;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum LexState {
     Code,
-    /// Code, and a heredoc opened on this line: its body starts on the next line.
-    CodeThenHeredoc(Word),
+    /// Code, and a heredoc or block scalar opened on this line: its body starts on the next.
+    CodeThenHeredoc(Body),
     /// Inside a block comment; the index is into `FallbackLexer::tokens`.
     Block(usize),
     /// Inside a string; `true` if it may span lines.
     String(usize, bool),
-    /// Inside a heredoc body, at the start of a line.
-    Heredoc(Word),
+    /// Inside a heredoc or block scalar body, at the start of a line.
+    Heredoc(Body),
 }
 
-/// A heredoc's delimiter word: where it is written in the file.
+/// How a heredoc's body ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Word {
-    start: usize,
-    len: usize,
+pub(super) enum Body {
+    /// At a line that holds this word (where it is written in the file).
+    Word { start: usize, len: usize },
+    /// At a line indented this much or less (YAML's `|` and `>` block scalars).
+    Indented(usize),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -68,6 +70,9 @@ pub(super) struct FallbackLexer<'l> {
     quotes: Vec<(&'l str, bool)>,
     /// Lines that start with this hold no comment (Make recipes).
     verbatim: Option<&'l str>,
+    slash_regex: bool,
+    /// Block scalar indicators (YAML's `|` and `>`).
+    block_scalars: &'l [u8],
     /// Bytes that may start a token or a heredoc opener: everything else is plain code.
     starts: [bool; 256],
 }
@@ -103,6 +108,13 @@ impl<'l> FallbackLexer<'l> {
             starts[usize::from(open.as_bytes()[0])] = true;
         }
         starts[usize::from(b'\n')] = true;
+        if lang.slash_regex {
+            starts[usize::from(b'/')] = true;
+        }
+        let block_scalars = lang.block_scalars.as_bytes();
+        for &b in block_scalars {
+            starts[usize::from(b)] = true;
+        }
         let verbatim = lang.verbatim_line_prefix.as_deref();
         if let Some(prefix) = verbatim {
             starts[usize::from(prefix.as_bytes()[0])] = true;
@@ -113,6 +125,8 @@ impl<'l> FallbackLexer<'l> {
             heredoc_space: lang.heredoc_space,
             quotes,
             verbatim,
+            slash_regex: lang.slash_regex,
+            block_scalars,
             starts,
         }
     }
@@ -124,11 +138,36 @@ impl<'l> FallbackLexer<'l> {
         self.tokens.iter().position(|(open, _, _)| src[i..].starts_with(open.as_bytes()))
     }
 
-    /// True if a string, comment, heredoc or quote-like literal opens at `i` in code.
+    /// True if a string, comment, heredoc, block scalar, quote-like or regex literal opens at
+    /// `i` in code.
     pub(super) fn opens_at(&self, src: &[u8], i: usize) -> bool {
         self.token_at(src, i).is_some()
             || self.heredoc_at(src, i).is_some()
+            || self.block_scalar_at(src, i).is_some()
             || self.quote_at(src, i).is_some()
+            || self.regex_at(src, i).is_some()
+    }
+
+    /// The end of the regex literal that starts with the `/` at `i`, where a value is expected;
+    /// it must close on its line (`[…]` classes may hold `/`).
+    fn regex_at(&self, src: &[u8], i: usize) -> Option<usize> {
+        if !self.slash_regex || src[i] != b'/' || !value_expected(src, i) {
+            return None;
+        }
+        let mut j = i + 1;
+        let mut class = false;
+        while j < src.len() {
+            match src[j] {
+                b'\\' => j += 1,
+                b'\n' | b'\r' => return None,
+                b'[' => class = true,
+                b']' => class = false,
+                b'/' if !class => return (j > i + 1).then_some(j + 1),
+                _ => {}
+            }
+            j += 1;
+        }
+        None
     }
 
     /// True if a token of more than one byte starts before `end` and runs past it.
@@ -177,7 +216,7 @@ impl<'l> FallbackLexer<'l> {
     }
 
     /// The heredoc whose opener starts at `i`: its word and where the opener ends.
-    fn heredoc_at(&self, src: &[u8], i: usize) -> Option<(Word, usize)> {
+    fn heredoc_at(&self, src: &[u8], i: usize) -> Option<(Body, usize)> {
         if self.heredocs.is_empty() || !self.starts[usize::from(src[i])] {
             return None;
         }
@@ -196,36 +235,74 @@ impl<'l> FallbackLexer<'l> {
                 let body = j + 1;
                 let len = src[body..].iter().position(|&b| b == q || b == b'\n' || b == b'\r')?;
                 (len > 0 && src[body + len] == q)
-                    .then_some((Word { start: body, len }, body + len + 1))
+                    .then_some((Body::Word { start: body, len }, body + len + 1))
             }
             b'\\' => {
                 let body = j + 1;
                 let len = src[body..].iter().take_while(|&&b| is_word(b)).count();
-                (len > 0).then_some((Word { start: body, len }, body + len))
+                (len > 0).then_some((Body::Word { start: body, len }, body + len))
             }
             &b if (b.is_ascii_alphabetic() || b == b'_') && (spaces == 0 || self.heredoc_space) => {
                 let len = src[j..].iter().take_while(|&&b| is_word(b)).count();
-                Some((Word { start: j, len }, j + len))
+                Some((Body::Word { start: j, len }, j + len))
             }
             _ => None,
         }
     }
 
-    /// True if the line `src[line]` ends the heredoc `word`: the word alone, after any
-    /// indentation, or followed only by `;`, `,` or `)` (PHP).
-    fn closes_heredoc(&self, src: &[u8], line: Range<usize>, word: Word) -> bool {
-        let text = &src[line];
-        let text = &text[text.iter().take_while(|&&b| b == b' ' || b == b'\t').count()..];
-        let word = &src[word.start..word.start + word.len];
-        let Some(rest) = text.strip_prefix(word) else { return false };
-        let rest = super::trim_end(rest);
-        rest.is_empty() || matches!(rest[0], b';' | b',' | b')')
+    /// The YAML block scalar (`key: |`, `- >-`) whose indicator is at `i`: its body is the
+    /// lines below indented deeper than this one.
+    fn block_scalar_at(&self, src: &[u8], i: usize) -> Option<(Body, usize)> {
+        if !self.block_scalars.contains(&src[i]) || i == 0 || src[i - 1] != b' ' {
+            return None;
+        }
+        let line_start = super::line_start(src, i);
+        let before = super::trim_end(&src[line_start..i]);
+        if !matches!(before.last(), Some(b':' | b'-' | b'?')) {
+            return None;
+        }
+        let mut end = i + 1;
+        end += src[end..].iter().take(2).take_while(|b| b"+-0123456789".contains(b)).count();
+        let rest = &src[end..];
+        let blank = rest.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+        let ends_line = match rest.get(blank) {
+            None | Some(b'\n' | b'\r') => true,
+            Some(b'#') => blank > 0,
+            _ => false,
+        };
+        let indent = src[line_start..].iter().take_while(|&&b| b == b' ').count();
+        ends_line.then_some((Body::Indented(indent), end))
     }
 
-    /// One step from `i` in `state`.
-    pub(super) fn step(&self, src: &[u8], i: usize, state: LexState) -> Step {
+    /// True if the line `src[line]` ends the heredoc body: for a word, the word alone after
+    /// any indentation, or followed only by `;`, `,` or `)` (PHP); for a block scalar, a line
+    /// with text that is not indented deeper than the opener's.
+    fn closes_heredoc(&self, src: &[u8], line: Range<usize>, body: Body) -> bool {
+        let text = &src[line];
+        let indent = text.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+        let text = &text[indent..];
+        match body {
+            Body::Word { start, len } => {
+                let Some(rest) = text.strip_prefix(&src[start..start + len]) else {
+                    return false;
+                };
+                let rest = super::trim_end(rest);
+                rest.is_empty() || matches!(rest[0], b';' | b',' | b')')
+            }
+            Body::Indented(opener) => !super::trim_end(text).is_empty() && indent <= opener,
+        }
+    }
+
+    /// One step from `i` in `state`. Plain code is passed over no further than `until` (a
+    /// token that starts before it may run past it).
+    pub(super) fn step(&self, src: &[u8], i: usize, until: usize, state: LexState) -> Step {
         match state {
             LexState::Code | LexState::CodeThenHeredoc(_) => {
+                if !self.starts[usize::from(src[i])] {
+                    let end = until.clamp(i + 1, src.len());
+                    let next = src[i..end].iter().position(|&b| self.starts[usize::from(b)]);
+                    return Step::Next(next.map_or(end, |j| i + j), state);
+                }
                 if src[i] == b'\n' {
                     let next = match state {
                         LexState::CodeThenHeredoc(word) => LexState::Heredoc(word),
@@ -261,7 +338,9 @@ impl<'l> FallbackLexer<'l> {
                         }
                     };
                 }
-                if let Some((word, end)) = self.heredoc_at(src, i) {
+                if let Some((word, end)) =
+                    self.heredoc_at(src, i).or_else(|| self.block_scalar_at(src, i))
+                {
                     // The first heredoc of a line wins; its body starts on the next line.
                     let next = match state {
                         LexState::Code => LexState::CodeThenHeredoc(word),
@@ -270,6 +349,9 @@ impl<'l> FallbackLexer<'l> {
                     return Step::Next(end, next);
                 }
                 if let Some(end) = self.quote_at(src, i) {
+                    return Step::Next(end, state);
+                }
+                if let Some(end) = self.regex_at(src, i) {
                     return Step::Next(end, state);
                 }
                 Step::Next(i + 1, state)
@@ -283,6 +365,10 @@ impl<'l> FallbackLexer<'l> {
             }
             LexState::String(t, multiline) => {
                 let close = self.tokens[t].1.as_bytes();
+                if !matches!(src[i], b'\\' | b'\n') && src[i] != close[0] {
+                    let next = memchr::memchr3(b'\\', b'\n', close[0], &src[i..]);
+                    return Step::Next(next.map_or(src.len(), |j| i + j), state);
+                }
                 if src[i] == b'\\' {
                     Step::Next(i + 2, state)
                 } else if src[i..].starts_with(close) {
@@ -293,10 +379,16 @@ impl<'l> FallbackLexer<'l> {
                     Step::Next(i + 1, state)
                 }
             }
-            LexState::Heredoc(word) => {
+            LexState::Heredoc(body) => {
                 let end = memchr::memchr(b'\n', &src[i..]).map_or(src.len(), |j| i + j);
-                let closes = self.closes_heredoc(src, i..end, word);
-                Step::Next((end + 1).min(src.len()), if closes { LexState::Code } else { state })
+                match (self.closes_heredoc(src, i..end, body), body) {
+                    // The line after a block scalar is code: read it as such.
+                    (true, Body::Indented(_)) => Step::Next(i, LexState::Code),
+                    (true, Body::Word { .. }) => {
+                        Step::Next((end + 1).min(src.len()), LexState::Code)
+                    }
+                    (false, _) => Step::Next((end + 1).min(src.len()), state),
+                }
             }
         }
     }
@@ -330,7 +422,7 @@ impl<'l> FallbackLexer<'l> {
         let text = &src[..region.end];
         let (mut i, mut state) = (region.start, LexState::Code);
         while i <= hit && i < region.end {
-            match self.step(text, i, state) {
+            match self.step(text, i, text.len(), state) {
                 Step::Next(j, s) => (i, state) = (j, s),
                 Step::Comment(comment, s) => {
                     if comment.contains(&hit) {
@@ -387,4 +479,33 @@ fn glued_hash(src: &[u8], i: usize, token: &str) -> bool {
     token.starts_with('#')
         && i > 0
         && (src[i - 1].is_ascii_alphanumeric() || matches!(src[i - 1], b'_' | b'$' | b'{'))
+}
+
+/// True if a value, not an operator, may come at `i`: at the start of a line, after an
+/// operator or opening punctuation, or after a keyword that takes an expression.
+fn value_expected(src: &[u8], i: usize) -> bool {
+    let before = &src[..i];
+    let end = before.iter().rposition(|&b| b != b' ' && b != b'\t');
+    let Some(end) = end else { return true };
+    let prev = before[end];
+    if matches!(prev, b'\n' | b'(' | b',' | b'=' | b'!' | b'&' | b'|' | b'?' | b':' | b';' | b'{')
+        || matches!(prev, b'[' | b'~' | b'+' | b'-' | b'*' | b'%' | b'^' | b'>')
+    {
+        return true;
+    }
+    if !prev.is_ascii_alphabetic() {
+        return false;
+    }
+    let start = before[..=end]
+        .iter()
+        .rposition(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+        .map_or(0, |k| k + 1);
+    const KEYWORDS: &[&[u8]] = &[
+        b"if", b"unless", b"and", b"or", b"not", b"return", b"split", b"grep", b"map", b"when",
+        b"while", b"until", b"x", b"eq", b"ne", b"lt", b"gt", b"le", b"ge", b"cmp", b"typeof",
+        b"in", b"of", b"case", b"do", b"else", b"yield", b"await", b"throw",
+    ];
+    let word = &before[start..=end];
+    KEYWORDS.contains(&word)
+        && (start == 0 || !matches!(before[start - 1], b'$' | b'@' | b'%' | b'.'))
 }

@@ -12,16 +12,20 @@ use crate::languages::Language;
 
 /// The reader's place in one syntax tree: hits are asked for in file order, and each question
 /// reads on from where the last one stopped.
-pub(super) struct Recovery {
+pub(super) struct Recovery<'l> {
+    row: &'l Language,
+    lexer: FallbackLexer<'l>,
     pos: usize,
     state: LexState,
     /// The comment the last question found: a later question inside it is answered with it.
     last: Option<Comment>,
 }
 
-impl Recovery {
-    pub(super) fn new(root: Node) -> Recovery {
-        Recovery { pos: root.start_byte(), state: LexState::Code, last: None }
+impl<'l> Recovery<'l> {
+    /// A reader of `root`, a tree in language `row`.
+    pub(super) fn new(row: &'l Language, root: Node) -> Recovery<'l> {
+        let lexer = FallbackLexer::new(row);
+        Recovery { row, lexer, pos: root.start_byte(), state: LexState::Code, last: None }
     }
 
     /// The comment that holds `hit`, read with `row`'s tokens from the start of `root`:
@@ -29,17 +33,11 @@ impl Recovery {
     /// a token the tree read soundly is opaque (a string's text, JSX text: never a comment),
     /// and everything else (error nodes, bytes no node covers, comments, strings the tree did
     /// not close) is read with the lexer. `None` if `hit` is not in a comment.
-    pub(super) fn comment_at(
-        &mut self,
-        row: &Language,
-        root: Node,
-        src: &[u8],
-        hit: usize,
-    ) -> Option<Comment> {
+    pub(super) fn comment_at(&mut self, root: Node, src: &[u8], hit: usize) -> Option<Comment> {
         if hit < self.pos {
             return self.last.clone().filter(|c| c.range.contains(&hit));
         }
-        let mut reader = Reader { row, lexer: FallbackLexer::new(row), src, limit: hit, at: self };
+        let mut reader = Reader { src, limit: hit, at: self };
         let found = match reader.tree(root) {
             ControlFlow::Break(found) => found,
             // Past the end of the tree (a parser that stopped early): the lexer reads on.
@@ -54,12 +52,10 @@ impl Recovery {
 }
 
 struct Reader<'r, 'l> {
-    row: &'l Language,
-    lexer: FallbackLexer<'l>,
     src: &'r [u8],
     /// The hit: reading stops once it is passed, with the verdict.
     limit: usize,
-    at: &'r mut Recovery,
+    at: &'r mut Recovery<'l>,
 }
 
 impl Reader<'_, '_> {
@@ -107,10 +103,10 @@ impl Reader<'_, '_> {
         let lexed_kind = self.lexed_kind(node);
         // A node that opens a string, comment or heredoc (`"` alone, Python's `string_start`,
         // XML's `CDStart`) may not close where the tree says: the lexer reads it.
-        let opens = self.lexer.opens_at(self.src, start)
+        let opens = self.at.lexer.opens_at(self.src, start)
             // …and one whose end splits a token (`/p>; /` read as a regex, then `/ @claude`)
             // ends where the lexer would not.
-            || self.lexer.splits_token(self.src, end);
+            || self.at.lexer.splits_token(self.src, end);
         if fresh && sound && !opens && end <= self.limit && !orphan_string_part(node) {
             self.at.pos = end; // parsed soundly, before the hit: it ends in code
             return ControlFlow::Continue(false);
@@ -130,7 +126,8 @@ impl Reader<'_, '_> {
     /// Comments, and text the grammar leaves unparsed (C macro bodies): read with the tokens.
     fn lexed_kind(&self, node: Node) -> bool {
         let kind = node.kind();
-        self.row.comment_kinds.iter().chain(&self.row.lexed_kinds).any(|k| k == kind)
+        let row = self.at.row;
+        row.comment_kinds.iter().chain(&row.lexed_kinds).any(|k| k == kind)
     }
 
     /// Reads with the lexer up to `until` (a token may carry it further).
@@ -139,7 +136,7 @@ impl Reader<'_, '_> {
         let until = until.min(src.len());
         while self.at.pos < until {
             let pos = self.at.pos;
-            match self.lexer.step(src, pos, self.at.state) {
+            match self.at.lexer.step(src, pos, until, self.at.state) {
                 Step::Next(next, state) => {
                     self.at.pos = next.min(src.len());
                     self.at.state = state;
@@ -151,7 +148,7 @@ impl Reader<'_, '_> {
                     self.at.pos = range.end;
                     self.at.state = state;
                     if range.end > self.limit {
-                        let comment = self.lexer.comment(self.row, src, range);
+                        let comment = self.at.lexer.comment(self.at.row, src, range);
                         return ControlFlow::Break(Some(comment));
                     }
                 }
