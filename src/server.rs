@@ -402,6 +402,30 @@ fn discover_reply(message: &Value) -> Option<String> {
     ))
 }
 
+/// The "Invalid request" reply (-32600) for a JSON value that is no JSON-RPC 2.0 message —
+/// not an object (batches included: MCP has none), no `"jsonrpc":"2.0"`, a method that is not
+/// a string, or neither a method nor a result or error — carrying the message's id when it has
+/// one, so the client can match it. `None` for a well-formed message.
+fn invalid_request(message: &Value) -> Option<String> {
+    let id = message.get("id").filter(|id| id.is_string() || id.is_number());
+    let well_formed = message.is_object()
+        && message.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+        && match message.get("method") {
+            Some(method) => method.is_string(),
+            None => {
+                id.is_some() && (message.get("result").is_some() || message.get("error").is_some())
+            }
+        };
+    if well_formed {
+        return None;
+    }
+    let id = id.cloned().unwrap_or(Value::Null);
+    tracing::debug!("invalid JSON-RPC message answered with -32600 (id {id})");
+    Some(format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"Invalid request"}}}}"#
+    ))
+}
+
 /// stdin → rmcp: passes each line that is a JSON value, answers anything else with a parse
 /// error (via `errors`), and ends rmcp's input at EOF.
 async fn filter_input<R, W>(input: R, mut to_rmcp: W, errors: mpsc::Sender<String>)
@@ -410,6 +434,9 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut reader = BufReader::with_capacity(READ_BUFFER, input);
+    // rmcp ends the session on anything but `initialize` first: a notification before it (a
+    // client cancelling its probe) is dropped here instead.
+    let mut initialize_seen = false;
     loop {
         match read_line(&mut reader, MAX_LINE).await {
             Ok(None) => break,
@@ -423,10 +450,17 @@ where
                     let _ = errors.send(PARSE_ERROR.to_string()).await;
                     continue;
                 };
-                if let Some(reply) = discover_reply(&message) {
+                if let Some(reply) = discover_reply(&message).or_else(|| invalid_request(&message))
+                {
                     let _ = errors.send(reply).await;
                     continue;
                 }
+                let method = message.get("method").and_then(Value::as_str);
+                if !initialize_seen && message.get("id").is_none() {
+                    tracing::debug!("dropped {method:?}: a notification before initialize");
+                    continue;
+                }
+                initialize_seen |= method == Some("initialize");
                 if to_rmcp.write_all(text).await.is_err() || to_rmcp.write_all(b"\n").await.is_err()
                 {
                     break;

@@ -240,3 +240,29 @@ fn quiet_on_stderr_and_stops_on_sigint() {
     let said = std::fs::read_to_string(log.path()).unwrap();
     assert_eq!(said, "", "the server wrote to stderr in normal operation");
 }
+
+/// A notification before `initialize` (a client cancelling its probe) does not end the
+/// session; a message that is not JSON-RPC 2.0 is answered "Invalid request" with its id.
+#[test]
+fn protocol_edge_cases_neither_end_nor_wedge_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start(&dir.path().canonicalize().unwrap());
+    s.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"server-discover-probe-1"}}"#);
+    let (init, _) = handshake(&mut s);
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    let mut replies = std::collections::HashMap::new();
+    for bad in [
+        r#"{"jsonrpc":"2.0","id":6}"#,
+        r#"{"id":7,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":"s","method":5}"#,
+    ] {
+        s.send(bad);
+        let reply = s.json();
+        replies.insert(reply["id"].to_string(), reply["error"]["code"].clone());
+    }
+    for id in ["6", "7", "\"s\""] {
+        assert_eq!(replies.get(id), Some(&serde_json::json!(-32600)), "{id}: {replies:?}");
+    }
+    s.send(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#);
+    assert_eq!(s.json()["id"], 9);
+}
