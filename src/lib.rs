@@ -37,7 +37,7 @@ pub use fsio::{read_source, replace_checked, ReadError, Source, WriteError, MAX_
 pub use git::GitWindow;
 pub use id::{uuid_random, BadId, MarkerId};
 pub use languages::{Language, LanguageTable};
-pub use live::{Ask, Live, LiveOptions, LivePipeline};
+pub use live::{Ask, Live, LiveOptions, LivePipeline, Sink};
 pub use pipeline::{
     candidate_files, relative, resolve_file, resolve_in_tree, resolve_recorded, scan_file,
     scan_paths, stamp_file, EditError, FileMarkers, ScanReport, WRITE_ATTEMPTS,

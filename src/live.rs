@@ -71,6 +71,9 @@ pub struct LivePipeline<'t> {
     from_git: HashSet<(PathBuf, Vec<u8>)>,
     /// Files read and scanned (not skipped as unchanged): for logs and tests.
     scanned: usize,
+    /// Runs between the read and the stamp's write: tests change the file there.
+    #[cfg(test)]
+    before_stamp: Option<Hook>,
 }
 
 impl<'t> LivePipeline<'t> {
@@ -91,6 +94,8 @@ impl<'t> LivePipeline<'t> {
             previous: Previous::default(),
             from_git: HashSet::new(),
             scanned: 0,
+            #[cfg(test)]
+            before_stamp: None,
         }
     }
 
@@ -102,6 +107,18 @@ impl<'t> LivePipeline<'t> {
     /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
     /// its index lock while the file changed (see [`Change`]).
     pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
+        self.process_with_room(path, from_git, &mut |_| true)
+    }
+
+    /// [`LivePipeline::process`], stamping only when `room(n)` says `n` more asks can be
+    /// delivered: a marker whose ask could not go out is left untagged (it is still there the
+    /// next time its file changes), never tagged and dropped.
+    pub fn process_with_room(
+        &mut self,
+        path: &Path,
+        from_git: Option<&GitWindow>,
+        room: &mut dyn FnMut(usize) -> bool,
+    ) -> Vec<Ask> {
         let Some(source) = self.read(path) else { return Vec::new() };
         let hash = content_hash(&source.bytes);
         if self.last_seen.get(path) == Some(&hash) {
@@ -116,6 +133,11 @@ impl<'t> LivePipeline<'t> {
             let old_lines = self.old_lines(path, from_git);
             fresh = self.drop_git_lines(path, bytes, fresh, &old_lines.git);
             fresh = cut_to_new_lines(lang, bytes, fresh, &old_lines.all);
+        }
+        if !fresh.is_empty() && !room(fresh.len()) {
+            tracing::debug!("{}: asks not deliverable now; left untagged", path.display());
+            self.last_seen.remove(path); // so that any next event looks again
+            return Vec::new();
         }
         let asks = if fresh.is_empty() {
             Vec::new()
@@ -239,6 +261,16 @@ impl<'t> LivePipeline<'t> {
             .filter_map(|m| Some(Stamp { insert_at: m.insert_at, id: m.tag? }))
             .collect();
         let stamped = stamp::splice(bytes, &stamps);
+        if stamped.len() as u64 > fsio::MAX_FILE_SIZE {
+            // Our tag would take the file past the size every reader accepts: it could no
+            // longer be listed or resolved. Deliver the asks untagged instead (recorded: once).
+            tracing::debug!("{}: a tag would pass the size limit; not stamped", path.display());
+            return claimed.into_iter().map(|m| ask(Marker { tag: None, ..m }, false)).collect();
+        }
+        #[cfg(test)]
+        if let Some(hook) = self.before_stamp.as_mut() {
+            hook(path);
+        }
         match fsio::replace_checked(path, bytes, &stamped) {
             Ok(()) => {
                 tracing::debug!("{}: stamped {} ask(s)", path.display(), stamps.len());
@@ -246,9 +278,9 @@ impl<'t> LivePipeline<'t> {
                 self.remember(path, &stamped);
                 claimed.into_iter().map(|m| ask(m, true)).collect()
             }
-            Err(WriteError::Conflict { .. }) => {
+            Err(e) if is_conflict(&e) => {
                 tracing::debug!(
-                    "{}: changed while stamping; its own event follows",
+                    "{}: changed or gone while stamping; its own event follows",
                     path.display()
                 );
                 let ids: Vec<MarkerId> = stamps.iter().map(|s| s.id).collect();
@@ -267,6 +299,21 @@ impl<'t> LivePipeline<'t> {
         self.previous.insert(path, bytes);
     }
 }
+
+/// A write that lost to the user: the file changed, or is gone from its path (deleted, renamed
+/// away with its directory, replaced by a directory or a symlink). Its new state brings its own
+/// event; nothing is announced for the old one.
+fn is_conflict(e: &WriteError) -> bool {
+    match e {
+        WriteError::Conflict { .. } | WriteError::NotRegular { .. } => true,
+        WriteError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
+/// A test's hook into the pipeline.
+#[cfg(test)]
+type Hook = Box<dyn FnMut(&Path) + Send>;
 
 /// What a file held before this change.
 struct OldLines {
@@ -434,23 +481,44 @@ pub struct LiveOptions {
     pub tag: TagMode,
 }
 
-/// A running watch and the worker that turns its changes into asks. Every ask goes to the
-/// sink given to [`Live::start`], in order; the sink answers [`ControlFlow::Break`] when
-/// nobody listens any more, and the worker ends.
+/// Where the live worker's asks go: the terminal, or the MCP server's announcer.
+pub trait Sink: Send + 'static {
+    /// True if `n` more asks can be delivered now. Markers are stamped only then: a tag on
+    /// disk means its ask was delivered or is queued for delivery.
+    fn has_room(&mut self, _n: usize) -> bool {
+        true
+    }
+
+    /// Hands one ask on, in order; [`ControlFlow::Break`] when nobody listens any more.
+    fn deliver(&mut self, ask: Ask) -> ControlFlow<()>;
+}
+
+/// A closure is a sink with room for anything (the terminal: a write waits for the reader).
+impl<F: FnMut(Ask) -> ControlFlow<()> + Send + 'static> Sink for F {
+    fn deliver(&mut self, ask: Ask) -> ControlFlow<()> {
+        self(ask)
+    }
+}
+
+/// How long [`Live::stop`] waits for the worker to finish the file at hand. A stamp takes
+/// milliseconds; a worker still busy after this is blocked on a sink nobody reads, and is left.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// A running watch and the worker that turns its changes into asks, handing them to the
+/// [`Sink`] given to [`Live::start`]; when the sink stops listening, the worker ends.
 pub struct Live {
     asks: Asks,
     watch: Option<Watch>,
     worker: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     finished: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Closed (sender dropped) when the worker ends.
+    ended: Receiver<()>,
 }
 
 impl Live {
     /// Watches the root and starts the worker; returns once every directory is watched.
-    pub fn start(
-        options: &LiveOptions,
-        on_ask: impl FnMut(Ask) -> ControlFlow<()> + Send + 'static,
-    ) -> Result<Live, StartError> {
+    pub fn start(options: &LiveOptions, sink: impl Sink) -> Result<Live, StartError> {
         let scanner = Scanner::new(LanguageTable::builtin(), &options.trigger)?;
         let (watch, changes) = Watch::start(&options.root, options.debounce)?;
         let root = watch.root().to_path_buf();
@@ -458,17 +526,19 @@ impl Live {
         let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        let (end, ended) = std::sync::mpsc::channel::<()>();
         let worker = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("pipeline".into())
                 .spawn(move || {
-                    run_live(&mut live, &changes, &stop, on_ask);
-                    drop(done); // tells `finished`
+                    run_live(&mut live, &changes, &stop, sink);
+                    drop((done, end)); // tells `finished` and `stop`
                 })
                 .map_err(StartError::Thread)?
         };
-        Ok(Live { asks, watch: Some(watch), worker: Some(worker), stop, finished: Some(finished) })
+        let finished = Some(finished);
+        Ok(Live { asks, watch: Some(watch), worker: Some(worker), stop, finished, ended })
     }
 
     /// The asks this run records (shared with the worker).
@@ -494,7 +564,8 @@ impl Live {
     }
 
     /// Stops watching, lets the worker finish the file at hand (a stamp is never left
-    /// half-done, so no temp file stays behind) and waits for it.
+    /// half-done, so no temp file stays behind) and waits for it — at most [`STOP_GRACE`]: a
+    /// worker blocked on a sink nobody reads (a client that stopped reading) is left behind.
     pub fn stop(mut self) {
         self.shutdown();
     }
@@ -505,7 +576,14 @@ impl Live {
             watch.stop(); // ends the stream of changes: the worker's wait returns
         }
         if let Some(worker) = self.worker.take() {
-            let _ = worker.join();
+            match self.ended.recv_timeout(STOP_GRACE) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    tracing::debug!("the pipeline is blocked on its output; not waiting for it");
+                }
+                _ => {
+                    let _ = worker.join();
+                }
+            }
         }
     }
 }
@@ -522,16 +600,18 @@ fn run_live(
     live: &mut LivePipeline,
     changes: &Receiver<Change>,
     stop: &AtomicBool,
-    mut on_ask: impl FnMut(Ask) -> ControlFlow<()>,
+    mut sink: impl Sink,
 ) {
     while let Ok(change) = changes.recv() {
         if stop.load(Ordering::SeqCst) {
             return;
         }
         tracing::debug!("changed: {}", change.path.display());
-        for ask in live.process(&change.path, change.from_git.as_ref()) {
+        let mut room = |n| sink.has_room(n);
+        let asks = live.process_with_room(&change.path, change.from_git.as_ref(), &mut room);
+        for ask in asks {
             tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
-            if on_ask(ask).is_break() {
+            if sink.deliver(ask).is_break() {
                 return;
             }
         }
@@ -751,5 +831,60 @@ mod tests {
         resolve(&restarted, id);
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "x = 1\ny = 3\n");
         assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "nothing else in the tree");
+    }
+
+    /// A file that vanishes (or turns into a directory) between the read and the stamp is a
+    /// conflict: nothing is announced for it, and its ask is not recorded.
+    #[test]
+    fn a_file_gone_before_the_stamp_announces_nothing() {
+        for replace_with_dir in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut live = live(dir.path());
+            let p = live.root.join("a.py");
+            std::fs::write(&p, "# @claude one\n").unwrap();
+            live.before_stamp = Some(Box::new(move |path: &Path| {
+                std::fs::remove_file(path).unwrap();
+                if replace_with_dir {
+                    std::fs::create_dir(path).unwrap();
+                }
+            }));
+            assert!(live.process(&p, None).is_empty(), "dir: {replace_with_dir}");
+            assert!(live.asks.snapshot().is_empty());
+        }
+    }
+
+    /// Our tag never takes a file past the size limit: such a file's ask goes out untagged,
+    /// once, and the file stays readable.
+    #[test]
+    fn a_tag_never_crosses_the_size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("big.py");
+        let mut text = "# @claude too big to tag\n".to_string();
+        while text.len() < fsio::MAX_FILE_SIZE as usize - 5 {
+            text.push_str("x = 1\n");
+        }
+        text.truncate(fsio::MAX_FILE_SIZE as usize - 5);
+        std::fs::write(&p, &text).unwrap();
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1);
+        assert!(!asks[0].stamped && asks[0].id().is_none());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
+        std::fs::write(&p, &text).unwrap();
+        live.last_seen.clear();
+        assert!(live.process(&p, None).is_empty(), "announced twice");
+    }
+
+    /// No room to deliver: the marker stays untagged, unrecorded, and is found next time.
+    #[test]
+    fn no_room_no_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.py");
+        std::fs::write(&p, "# @claude later\n").unwrap();
+        assert!(live.process_with_room(&p, None, &mut |_| false).is_empty());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude later\n");
+        assert!(live.asks.snapshot().is_empty());
+        assert_eq!(live.process(&p, None).len(), 1, "found when there is room again");
     }
 }

@@ -32,7 +32,7 @@ use crate::asks::Asks;
 use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
-use crate::live::{Ask, Live, LiveOptions};
+use crate::live::{Ask, Live, LiveOptions, Sink};
 use crate::pipeline::{self, relative};
 use crate::scan::Scanner;
 
@@ -50,11 +50,18 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// live worker keeps running, so leave it a core.
 const TOOL_THREADS: usize = 2;
 
-/// Asks found but not yet handed to the announcer.
-const ASK_QUEUE: usize = 1024;
+/// Asks found but not yet handed to the announcer. When it is full (the client stopped
+/// reading), markers are left untagged instead of being stamped and queued without end.
+pub const ASK_QUEUE: usize = 64;
 
-/// Pipe buffers between the line filter, rmcp and the line writer.
+/// The pipe from the line filter to rmcp: a whole 16 MiB line is never held, so this is only
+/// about throughput.
 const PIPE_BUFFER: usize = 1 << 20;
+
+/// The pipe from rmcp to the line writer: small, so that a client that stops reading stdout
+/// holds up rmcp, the announcer and the ask queue — and with it the stamping — quickly,
+/// instead of a megabyte of notifications later.
+const OUTPUT_BUFFER: usize = 16 * 1024;
 
 /// How much of stdin is read at a time.
 const READ_BUFFER: usize = 64 * 1024;
@@ -488,26 +495,31 @@ where
     let mut lines = BufReader::new(from_rmcp).lines();
     let mut rmcp_open = true;
     loop {
-        tokio::select! {
+        let line = tokio::select! {
             line = lines.next_line(), if rmcp_open => match line {
-                Ok(Some(line)) => {
-                    if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err() {
-                        break;
-                    }
-                    let _ = out.flush().await;
+                Ok(Some(line)) => line,
+                _ => {
+                    rmcp_open = false;
+                    continue;
                 }
-                _ => rmcp_open = false,
             },
-            err = errors.recv() => match err {
-                Some(e) => {
-                    let _ = out.write_all(e.as_bytes()).await;
-                    let _ = out.write_all(b"\n").await;
-                    let _ = out.flush().await;
-                }
+            reply = errors.recv() => match reply {
+                Some(reply) => reply,
                 None if !rmcp_open => break,
-                None => {}
+                None => continue,
             },
             else => break,
+        };
+        // A failed write or flush means stdout is closed: the client is gone. (A write alone
+        // may succeed into a buffer; the flush is where the closed pipe shows.)
+        let written = async {
+            out.write_all(line.as_bytes()).await?;
+            out.write_all(b"\n").await?;
+            out.flush().await
+        };
+        if written.await.is_err() {
+            tracing::debug!("stdout is closed; ending the session");
+            break;
         }
     }
 }
@@ -528,7 +540,7 @@ pub async fn serve<R, W>(
     let channel = Mutex::new(Channel::default());
     let shared = Arc::new(Shared { root, trigger, asks: records, channel });
     let (rmcp_in, filter_end) = tokio::io::duplex(PIPE_BUFFER);
-    let (writer_end, rmcp_out) = tokio::io::duplex(PIPE_BUFFER);
+    let (writer_end, rmcp_out) = tokio::io::duplex(OUTPUT_BUFFER);
     let (err_tx, err_rx) = mpsc::channel(FILTER_REPLIES);
     let filter = tokio::spawn(filter_input(input, filter_end, err_tx));
     let writer = tokio::spawn(write_output(writer_end, err_rx, output));
@@ -541,15 +553,44 @@ pub async fn serve<R, W>(
         })
     };
     let server = FilewatchServer::new(shared);
+    let mut writer = writer;
+    let mut writer_done = false;
     match server.serve((rmcp_in, rmcp_out)).await {
         Ok(running) => {
-            let _ = running.waiting().await;
+            let session = running.cancellation_token();
+            tokio::select! {
+                _ = running.waiting() => {}
+                // stdout closed: the client is gone, and nothing can be announced any more.
+                _ = &mut writer => {
+                    writer_done = true;
+                    session.cancel();
+                }
+            }
         }
         Err(e) => Problem::Handshake(e.to_string()).log(),
     }
     announcer.abort();
     filter.abort();
-    let _ = writer.await;
+    if !writer_done {
+        let _ = writer.await;
+    }
+}
+
+/// The live worker's sink: the queue to the announcer, which has room while the client reads.
+struct Announcer(mpsc::Sender<Ask>);
+
+impl Sink for Announcer {
+    fn has_room(&mut self, n: usize) -> bool {
+        !self.0.is_closed() && self.0.capacity() >= n
+    }
+
+    fn deliver(&mut self, ask: Ask) -> ControlFlow<()> {
+        // Room was checked, and this is the only sender: this does not wait.
+        match self.0.blocking_send(ask) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()), // the session is over
+        }
+    }
 }
 
 /// The whole server: watch the root, run the live worker, serve MCP on stdin/stdout. Returns
@@ -557,10 +598,7 @@ pub async fn serve<R, W>(
 /// half-done, so no temp file behind).
 pub async fn run(options: LiveOptions) -> Result<(), StartError> {
     let (ask_tx, ask_rx) = mpsc::channel(ASK_QUEUE);
-    let mut live = Live::start(&options, move |ask| match ask_tx.blocking_send(ask) {
-        Ok(()) => ControlFlow::Continue(()),
-        Err(_) => ControlFlow::Break(()), // the session is over
-    })?;
+    let mut live = Live::start(&options, Announcer(ask_tx))?;
     tracing::debug!("filewatch-mcp {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     let root = live.root().to_path_buf();
     let (trigger, records) = (options.trigger.clone(), live.asks().clone());

@@ -266,3 +266,124 @@ fn protocol_edge_cases_neither_end_nor_wedge_the_session() {
     s.send(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#);
     assert_eq!(s.json()["id"], 9);
 }
+
+/// A client that stops reading stdout: the server stops stamping (markers stay untagged, for
+/// next time) instead of stamping asks that cannot be delivered, and SIGTERM still ends it.
+/// Every tag on disk is an ask that reached stdout or was queued when the process ended.
+#[test]
+fn a_client_that_stops_reading_gets_no_undelivered_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+        .arg("--root")
+        .arg(&root)
+        .args(["--debounce", "20ms"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for line in [DISCOVER, INITIALIZE, INITIALIZED] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let mut replies = String::new();
+    for _ in 0..2 {
+        stdout.read_line(&mut replies).unwrap(); // discover, initialize
+    }
+    // From here on nobody reads stdout.
+    const FILES: usize = 1500;
+    let pad = "# filler to make each notification long enough to fill pipes sooner\n".repeat(2);
+    for i in 0..FILES {
+        let text = format!("{pad}# @claude ask number {i} {}\n", "x".repeat(200));
+        std::fs::write(root.join(format!("f{i:04}.py")), text).unwrap();
+    }
+    // Wait until stamping has stopped: the count of tagged files holds still for a while.
+    let tagged = || {
+        (0..FILES)
+            .filter(|i| {
+                std::fs::read_to_string(root.join(format!("f{i:04}.py")))
+                    .is_ok_and(|t| t.contains("@claude[fw-"))
+            })
+            .count()
+    };
+    let deadline = Instant::now() + DEADLINE;
+    let mut last = (tagged(), Instant::now());
+    while last.1.elapsed() < Duration::from_secs(2) {
+        assert!(Instant::now() < deadline, "stamping never stopped ({} tagged)", last.0);
+        std::thread::sleep(Duration::from_millis(100)); // polling the tree
+        let now = tagged();
+        if now != last.0 {
+            last = (now, Instant::now());
+        }
+    }
+    // SAFETY: sending a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    let mut delivered = 0;
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+        delivered += usize::from(line.contains("notifications/claude/channel"));
+        line.clear();
+    }
+    let status = child.wait().unwrap();
+    let on_disk = tagged();
+    eprintln!(
+        "{on_disk} of {FILES} files tagged, {delivered} notifications on stdout, exit {status} \
+         {} ms after SIGTERM",
+        t.elapsed().as_millis()
+    );
+    assert!(on_disk < FILES, "it kept stamping what it could not deliver");
+    // What is tagged but not on stdout was held in memory when the process ended: the ask
+    // queue; the 16 KiB pipe behind rmcp (a notification here is over 300 bytes: under 60);
+    // one or two each in the announcer and rmcp.
+    let held = filewatch_mcp::server::ASK_QUEUE + 60 + 8;
+    assert!(on_disk <= delivered + held, "{on_disk} tagged, {delivered} delivered");
+}
+
+/// stdout closed (the client went away without closing stdin): the first announcement that
+/// cannot be written ends the server; it does not go on stamping.
+#[test]
+fn a_closed_stdout_ends_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+        .arg("--root")
+        .arg(&root)
+        .args(["--debounce", "20ms"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for line in [DISCOVER, INITIALIZE, INITIALIZED] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let mut replies = String::new();
+    for _ in 0..2 {
+        stdout.read_line(&mut replies).unwrap();
+    }
+    drop(stdout); // the client is gone; stdin stays open
+    let deadline = Instant::now() + DEADLINE;
+    let mut saves = 0;
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "still running with stdout closed");
+        saves += 1;
+        std::fs::write(root.join(format!("f{saves}.py")), format!("# @claude ask {saves}\n"))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200)); // pacing saves, not waiting for time
+    }
+    let tagged = (1..=saves)
+        .filter(|i| {
+            std::fs::read_to_string(root.join(format!("f{i}.py"))).unwrap().contains("[fw-")
+        })
+        .count();
+    eprintln!("exited after {saves} saves; {tagged} tagged");
+    assert!(tagged <= 1, "it went on stamping after stdout closed: {tagged} tagged");
+    drop(stdin);
+}
