@@ -70,6 +70,15 @@ impl Repos {
         git(&self.bob, "bob", true, &["commit", "-qm", &format!("bob: {file}")]);
     }
 
+    /// Keeps a revision from the setup for the command (beside the work tree, not in it).
+    fn keep_rev(&self, rev: &str) {
+        std::fs::write(self.bob.with_file_name("rev.txt"), rev).unwrap();
+    }
+
+    fn take_rev(&self) -> String {
+        std::fs::read_to_string(self.bob.with_file_name("rev.txt")).unwrap()
+    }
+
     fn bob(&self, ok: bool, args: &[&str]) -> String {
         git(&self.bob, "bob", ok, args)
     }
@@ -149,11 +158,10 @@ const CASES: &[Case] = &[
             let with = r.alice_commits("b.py", &format!("b = 1\n{ALICE}\n"));
             r.alice_commits("b.py", "b = 1\n");
             r.bob(true, &["pull", "-q"]);
-            write(&r.bob, "source.txt", &with);
+            r.keep_rev(&with);
         },
         command: |r| {
-            let rev = std::fs::read_to_string(r.bob.join("source.txt")).unwrap();
-            std::fs::remove_file(r.bob.join("source.txt")).unwrap();
+            let rev = r.take_rev();
             r.bob(true, &["restore", &format!("--source={rev}"), "b.py"]);
         },
     },
@@ -163,11 +171,10 @@ const CASES: &[Case] = &[
             let with = r.alice_commits("b.py", &format!("b = 1\n{ALICE}\n"));
             r.alice_commits("b.py", "b = 1\n");
             r.bob(true, &["pull", "-q"]);
-            write(&r.bob, "source.txt", &with);
+            r.keep_rev(&with);
         },
         command: |r| {
-            let rev = std::fs::read_to_string(r.bob.join("source.txt")).unwrap();
-            std::fs::remove_file(r.bob.join("source.txt")).unwrap();
+            let rev = r.take_rev();
             r.bob(true, &["checkout", &rev, "--", "b.py"]);
         },
     },
@@ -177,11 +184,10 @@ const CASES: &[Case] = &[
             r.alice_commits("b.py", &format!("b = 1\n{ALICE}\n"));
             let removal = r.alice_commits("b.py", "b = 1\n");
             r.bob(true, &["pull", "-q"]);
-            write(&r.bob, "source.txt", &removal);
+            r.keep_rev(&removal);
         },
         command: |r| {
-            let rev = std::fs::read_to_string(r.bob.join("source.txt")).unwrap();
-            std::fs::remove_file(r.bob.join("source.txt")).unwrap();
+            let rev = r.take_rev();
             r.bob(true, &["revert", "--no-edit", &rev]);
         },
     },
@@ -192,11 +198,10 @@ const CASES: &[Case] = &[
             let removal = r.alice_commits("b.py", "b = 'alice'\n");
             r.bob(true, &["pull", "-q"]);
             r.bob_commits("b.py", "b = 'bob'\n");
-            write(&r.bob, "source.txt", &removal);
+            r.keep_rev(&removal);
         },
         command: |r| {
-            let rev = std::fs::read_to_string(r.bob.join("source.txt")).unwrap();
-            std::fs::remove_file(r.bob.join("source.txt")).unwrap();
+            let rev = r.take_rev();
             r.bob(false, &["revert", "--no-edit", &rev]);
         },
     },

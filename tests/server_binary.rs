@@ -267,16 +267,11 @@ fn protocol_edge_cases_neither_end_nor_wedge_the_session() {
     assert_eq!(s.json()["id"], 9);
 }
 
-/// A client that stops reading stdout: the server stops stamping (markers stay untagged, for
-/// next time) instead of stamping asks that cannot be delivered, and SIGTERM still ends it.
-/// Every tag on disk is an ask that reached stdout or was queued when the process ended.
-#[test]
-fn a_client_that_stops_reading_gets_no_undelivered_tags() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+/// The server, handshake done, with its raw stdout for a test that decides when to read it.
+fn initialized_raw(root: &Path) -> (Child, ChildStdin, BufReader<std::process::ChildStdout>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
         .arg("--root")
-        .arg(&root)
+        .arg(root)
         .args(["--debounce", "20ms"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -292,6 +287,17 @@ fn a_client_that_stops_reading_gets_no_undelivered_tags() {
     for _ in 0..2 {
         stdout.read_line(&mut replies).unwrap(); // discover, initialize
     }
+    (child, stdin, stdout)
+}
+
+/// A client that stops reading stdout: the server stops stamping (markers stay untagged, for
+/// next time) instead of stamping asks that cannot be delivered, and SIGTERM still ends it.
+/// Every tag on disk is an ask that reached stdout or was queued when the process ended.
+#[test]
+fn a_client_that_stops_reading_gets_no_undelivered_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (mut child, _stdin, mut stdout) = initialized_raw(&root);
     // From here on nobody reads stdout.
     const FILES: usize = 1500;
     let pad = "# filler to make each notification long enough to fill pipes sooner\n".repeat(2);
@@ -350,24 +356,7 @@ fn a_client_that_stops_reading_gets_no_undelivered_tags() {
 fn a_closed_stdout_ends_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
-        .arg("--root")
-        .arg(&root)
-        .args(["--debounce", "20ms"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    for line in [DISCOVER, INITIALIZE, INITIALIZED] {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    let mut replies = String::new();
-    for _ in 0..2 {
-        stdout.read_line(&mut replies).unwrap();
-    }
+    let (mut child, stdin, stdout) = initialized_raw(&root);
     drop(stdout); // the client is gone; stdin stays open
     let deadline = Instant::now() + DEADLINE;
     let mut saves = 0;
