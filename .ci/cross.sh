@@ -128,9 +128,12 @@ run_windows() {
     multi_line_asks_from_head_are_not_announced # runs git: the Wine prefix has no git.exe
     walk::tests::honours_gitignore_and_hard_excludes # its expectation joins paths with '\'
     root_must_be_a_readable_directory            # expects Unix's "No such file or directory"
+    terminal_output_cannot_be_forged             # a newline in a file name: Windows forbids it
   )
   local skip_args=()
   for s in "${skips[@]}"; do skip_args+=(--skip "$s"); done
+  say "cargo check --all-targets --target $t"
+  cargo check --all-targets --locked --target "$t"
   say "cargo test --target $t (under Wine): library, corpus, stamp properties, platform, cli"
   set +e
   cargo test --locked --target "$t" --no-fail-fast \
@@ -149,7 +152,8 @@ run_windows() {
        END { printf "wine: %d passed, %d failed, %d skipped (%d of the passed returned early)\n",
              p, f, s, early }' "$log"
   ((rc == 0)) || { say "Windows tests failed under Wine"; return 1; }
-  cargo build --locked --target "$t" --bin filewatch-mcp
+  # The .exe `cargo test` built for the cli tests (a plain `cargo build` would build the
+  # dependencies again, without the dev-dependencies' features).
   windows_smoke "$target_dir/$t/debug/filewatch-mcp.exe"
 }
 

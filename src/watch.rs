@@ -72,6 +72,9 @@ impl Watch {
         mode: WatchMode,
     ) -> Result<(Watch, Receiver<Change>), StartError> {
         let root = check_root(root)?;
+        if let Some(why) = sys::watch_caveat(&root) {
+            tracing::warn!("{why}");
+        }
         let (input, events) = mpsc::channel();
         let watcher = {
             let input = input.clone();
@@ -528,7 +531,10 @@ mod tests {
             let new = write(&root, "fresh/sub/e.py");
             std::fs::rename(root.join("gone"), root.join("out/gone")).unwrap();
             write(&root, "out/gone/f.py");
-            let got = changes_until(&rx, &root, "s2.py");
+            let mut got = changes_until(&rx, &root, "s2.py");
+            // With a watch per directory, an event queued before the rename was seen can name
+            // the directory's old path; such a path names nothing, and reading it finds nothing.
+            got.retain(|p| p.exists());
             assert_eq!(got, vec![new], "{mode:?}");
             watch.stop();
         }

@@ -293,6 +293,7 @@ fn initialized_raw(root: &Path) -> (Child, ChildStdin, BufReader<std::process::C
 /// A client that stops reading stdout: the server stops stamping (markers stay untagged, for
 /// next time) instead of stamping asks that cannot be delivered, and SIGTERM still ends it.
 /// Every tag on disk is an ask that reached stdout or was queued when the process ended.
+#[cfg(unix)] // SIGTERM
 #[test]
 fn a_client_that_stops_reading_gets_no_undelivered_tags() {
     let dir = tempfile::tempdir().unwrap();

@@ -29,13 +29,14 @@ pub fn exchange(a: &Path, b: &Path) -> io::Result<PathBuf> {
     check(rc as libc::c_int).map(|()| a.to_path_buf())
 }
 
-/// Copies the extended attributes a file's owner may set: `user.*` and `system.*` (POSIX ACLs).
-/// `security.*` (SELinux labels, capabilities) and `trusted.*` are the policy's and root's: the
-/// new file gets what the policy gives any editor's save.
+/// Copies the extended attributes a file's owner may set: `user.*` and the POSIX ACL.
+/// `security.*` (SELinux labels, capabilities) and `trusted.*` are the policy's and root's, and
+/// other `system.*` ones (NFSv4 ACLs) are the file system's: the new file gets what it gives
+/// any editor's save.
 pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
     for name in list(from)? {
         let bytes = name.to_bytes();
-        if !(bytes.starts_with(b"user.") || bytes.starts_with(b"system.")) {
+        if !(bytes.starts_with(b"user.") || bytes == b"system.posix_acl_access") {
             continue;
         }
         let Some(value) = get(from, &name)? else { continue };
@@ -110,4 +111,54 @@ fn split_names(buf: &[u8]) -> Vec<std::ffi::CString> {
         .filter(|n| !n.is_empty())
         .filter_map(|n| std::ffi::CString::new(n).ok())
         .collect()
+}
+
+/// Why watching `root` may hear nothing, if it may: under WSL a Windows drive (`/mnt/c`) is a
+/// 9p (WSL 2) or drvfs (WSL 1) mount, and what Windows programs write there brings no inotify
+/// event. The same holds for other 9p shares (virtual machines' host folders).
+pub fn watch_caveat(root: &Path) -> Option<String> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    let fstype = fstype_of(&mounts, root)?;
+    matches!(fstype.as_str(), "9p" | "drvfs").then(|| {
+        format!(
+            "{} is on a {fstype} mount (a Windows drive under WSL?): changes made from outside \
+             Linux bring no file events here. Keep the project in the Linux file system \
+             (e.g. ~/src, opened from Windows as \\\\wsl$\\...), or run filewatch-mcp.exe on \
+             Windows itself",
+            root.display()
+        )
+    })
+}
+
+/// The file system type of the deepest mount holding `path`, from `/proc/self/mounts` text.
+fn fstype_of(mounts: &str, path: &Path) -> Option<String> {
+    let mut best: Option<(usize, &str)> = None;
+    for line in mounts.lines() {
+        let mut fields = line.split(' ');
+        let (Some(_), Some(dir), Some(fstype)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let dir = dir.replace("\\040", " ");
+        if path.starts_with(&dir) && best.is_none_or(|(len, _)| dir.len() >= len) {
+            best = Some((dir.len(), fstype));
+        }
+    }
+    best.map(|(_, fstype)| fstype.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_windows_drive_under_wsl_is_named() {
+        let mounts = "none / ext4 rw 0 0\n\
+                      C:\\134 /mnt/c 9p rw,dirsync,aname=drvfs 0 0\n\
+                      tmpfs /mnt/c/tmp\\040dir tmpfs rw 0 0\n";
+        assert_eq!(fstype_of(mounts, Path::new("/home/u/src")).as_deref(), Some("ext4"));
+        assert_eq!(fstype_of(mounts, Path::new("/mnt/c/Users/u/proj")).as_deref(), Some("9p"));
+        assert_eq!(fstype_of(mounts, Path::new("/mnt/c/tmp dir/x")).as_deref(), Some("tmpfs"));
+        assert_eq!(fstype_of(mounts, Path::new("/mnt/cc")).as_deref(), Some("ext4"));
+    }
 }

@@ -39,3 +39,8 @@ pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
         other => other,
     }
 }
+
+/// Why watching `root` may hear nothing, if it may: nothing known on macOS.
+pub fn watch_caveat(_root: &Path) -> Option<String> {
+    None
+}

@@ -22,7 +22,8 @@ use windows as imp;
 
 pub use imp::{
     copy_metadata, exchange, exchange_unsupported, is_busy, is_watch_limit, link_count, open_read,
-    open_read_write, plain_path, refusal_kind, slash_path, special_kind, writable, WATCH_MODE,
+    open_read_write, plain_path, refusal_kind, slash_path, special_kind, watch_caveat, writable,
+    WATCH_MODE,
 };
 
 /// How the tree is watched.

@@ -16,7 +16,7 @@ mod os;
 #[path = "macos.rs"]
 mod os;
 
-pub use os::{exchange, WATCH_MODE};
+pub use os::{exchange, watch_caveat, WATCH_MODE};
 
 /// Opens `path` for reading without following a symlink at its last component and without
 /// waiting for a FIFO's writer (`O_NOFOLLOW | O_NONBLOCK`).

@@ -255,3 +255,8 @@ pub async fn shutdown_signal() {
         _ = close.recv() => {}
     }
 }
+
+/// Why watching `root` may hear nothing, if it may: nothing known on Windows.
+pub fn watch_caveat(_root: &Path) -> Option<String> {
+    None
+}
