@@ -266,21 +266,39 @@ impl<'t> Scanner<'t> {
     ) -> Option<Vec<Found>> {
         let grammar = lang.grammar.as_deref().unwrap_or(&lang.name);
         let tree = parse(grammar, ts, src, None)?;
+        // Which tree owns each hit: the file's, or an embedded region's (parsed once each).
         let mut injected = HashMap::new();
-        // Where the lexer-level reading of each broken tree has got to (keyed by root node).
-        let mut recoveries: HashMap<usize, Recovery> = HashMap::new();
+        let owners: Vec<Option<Owner>> = hits
+            .iter()
+            .map(|&hit| self.owner(lang, tree.root_node(), &mut injected, src, hit))
+            .collect();
+        // Where the lexer-level reading of each broken tree has got to.
+        let mut recoveries: HashMap<Owner, Recovery> = HashMap::new();
         let mut found: Vec<Found> = Vec::new();
-        for &hit in hits {
+        for (&hit, owner) in hits.iter().zip(owners) {
             if found.last().is_some_and(|f| f.comment.contains(&hit)) {
                 continue; // a later line of a paragraph or block already read
             }
-            let Some(at) = self.locate(lang, tree.root_node(), &mut injected, src, hit) else {
-                continue;
+            let Some(owner) = owner else { continue };
+            let end = hit + self.trigger.len();
+            let at = match owner {
+                // Past the end of a tree that stopped early (YAML after an indentation error),
+                // the root itself stands for the hit.
+                Owner::File => {
+                    let root = tree.root_node();
+                    let node = root.descendant_for_byte_range(hit, end).unwrap_or(root);
+                    Located { row: lang, root, node }
+                }
+                Owner::Region(start) => {
+                    let Some(Some((row, region))) = injected.get(&start) else { continue };
+                    let root = region.root_node();
+                    let Some(node) = root.descendant_for_byte_range(hit, end) else { continue };
+                    Located { row, root, node }
+                }
             };
             let marker = if at.root.has_error() {
-                let recovery = recoveries
-                    .entry(at.root.id())
-                    .or_insert_with(|| Recovery::new(at.row, at.root));
+                let recovery =
+                    recoveries.entry(owner).or_insert_with(|| Recovery::new(at.row, at.root));
                 self.marker_near_error(lang, &at, src, hit, recovery)
             } else {
                 self.marker_at(lang, &at, src, hit)
@@ -290,37 +308,30 @@ impl<'t> Scanner<'t> {
         Some(found)
     }
 
-    /// The language row and tree that own `hit`: the file's own, or an embedded language's
-    /// (`<script>`, Markdown inline), parsed once per region. `None` for an opaque region.
-    fn locate<'a, 'r>(
+    /// The tree that owns `hit`: the file's own, or an embedded language's (`<script>`,
+    /// Markdown inline), parsed into `injected` once per region. `None` for an opaque region.
+    fn owner(
         &self,
-        lang: &'r Language,
-        root: Node<'a>,
-        injected: &'a mut HashMap<usize, Option<(&'t Language, Tree)>>,
+        lang: &Language,
+        root: Node,
+        injected: &mut HashMap<usize, Option<(&'t Language, Tree)>>,
         src: &[u8],
         hit: usize,
-    ) -> Option<Located<'a, 'r>>
-    where
-        't: 'r,
-    {
-        let end = hit + self.trigger.len();
-        // Past the end of a tree that stopped early (YAML after an indentation error), the
-        // root itself stands for the hit.
-        let node = root.descendant_for_byte_range(hit, end).unwrap_or(root);
-        let (row, region) = match embedded_region(self.table, lang, node, src) {
-            Embedded::No => return Some(Located { row: lang, root, node }),
-            Embedded::Opaque => return None,
-            Embedded::Yes(row, region) => (row, region),
-        };
-        let entry = injected.entry(region.start).or_insert_with(|| {
-            let ts = row.ts_language.as_ref()?;
-            let grammar = row.grammar.as_deref()?;
-            parse(grammar, ts, src, Some(region)).map(|t| (row, t))
-        });
-        let (row, tree) = entry.as_ref()?;
-        let row: &'r Language = row;
-        let root = tree.root_node();
-        Some(Located { row, root, node: root.descendant_for_byte_range(hit, end)? })
+    ) -> Option<Owner> {
+        let node = root.descendant_for_byte_range(hit, hit + self.trigger.len()).unwrap_or(root);
+        match embedded_region(self.table, lang, node, src) {
+            Embedded::No => Some(Owner::File),
+            Embedded::Opaque => None,
+            Embedded::Yes(row, region) => {
+                let start = region.start;
+                injected.entry(start).or_insert_with(|| {
+                    let ts = row.ts_language.as_ref()?;
+                    let grammar = row.grammar.as_deref()?;
+                    parse(grammar, ts, src, Some(region)).map(|t| (row, t))
+                });
+                Some(Owner::Region(start))
+            }
+        }
     }
 
     /// The marker whose trigger is at `hit` in a tree without errors: the comment around it,
@@ -355,13 +366,13 @@ impl<'t> Scanner<'t> {
         at: &Located,
         src: &[u8],
         hit: usize,
-        recovery: &mut Recovery<'_>,
+        recovery: &mut Recovery<'_, '_>,
     ) -> Option<Found> {
         let tree = comment_around(lang, at.row, at.node, src, hit);
         if matches!(tree, TreeSays::Hidden) {
             return None;
         }
-        let lexed = recovery.comment_at(at.root, src, hit)?;
+        let lexed = recovery.comment_at(src, hit)?;
         let (range, node) = match tree {
             TreeSays::Comment(node, range) if range.start == lexed.range.start => {
                 (range, Some(node))
@@ -386,7 +397,7 @@ impl<'t> Scanner<'t> {
             return None;
         }
         let mut comment_below = |pos: usize, style: usize| {
-            let below = recovery.comment_at(at.root, src, pos + style)?;
+            let below = recovery.comment_at(src, pos + style)?;
             (below.range.start == pos).then(|| recover::trimmed(src, below.range))
         };
         let (range, body) = self.ask(at.row, src, range, hit, &mut comment_below)?;
@@ -629,6 +640,15 @@ impl Body {
             decided_by,
         }
     }
+}
+
+/// The tree a hit lies in.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Owner {
+    /// The file's own.
+    File,
+    /// The embedded region (`<script>` body, Markdown inline) that starts at this offset.
+    Region(usize),
 }
 
 /// Where a hit lies: the language row and syntax tree that own it, and its smallest node.
@@ -943,9 +963,23 @@ fn error_touches(node: Node, range: &Range<usize>) -> bool {
     if node.is_error() || node.is_missing() {
         return true;
     }
+    // Straight to the first child that reaches the range (a large error node has many).
     let mut cursor = node.walk();
-    let touches = node.children(&mut cursor).any(|child| error_touches(child, range));
-    touches
+    if !recover::goto_child_after(&mut cursor, range.start.saturating_sub(1)) {
+        return false;
+    }
+    loop {
+        let child = cursor.node();
+        if child.start_byte() > range.end {
+            return false;
+        }
+        if error_touches(child, range) {
+            return true;
+        }
+        if !cursor.goto_next_sibling() {
+            return false;
+        }
+    }
 }
 
 // ---- positions -----------------------------------------------------------------------------

@@ -5,14 +5,24 @@
 
 use std::ops::{ControlFlow, Range};
 
-use tree_sitter::Node;
+use tree_sitter::{Node, TreeCursor};
 
 use super::lexer::{Comment, FallbackLexer, LexState, Step};
 use crate::languages::Language;
 
 /// The reader's place in one syntax tree: hits are asked for in file order, and each question
-/// reads on from where the last one stopped.
-pub(super) struct Recovery<'l> {
+/// reads on from where the last one stopped (the tree cursor too, so a large error node's
+/// children are walked once, not once per hit).
+pub(super) struct Recovery<'l, 't> {
+    at: Place<'l>,
+    cursor: TreeCursor<'t>,
+    /// For each node on the cursor's path: is it an error node? (Asking a node for its parent
+    /// walks down from the root: too slow inside a large error.)
+    errors: Vec<bool>,
+}
+
+/// Where the reading is in the bytes, and with which tokens.
+struct Place<'l> {
     row: &'l Language,
     lexer: FallbackLexer<'l>,
     pos: usize,
@@ -21,24 +31,31 @@ pub(super) struct Recovery<'l> {
     last: Option<Comment>,
 }
 
-impl<'l> Recovery<'l> {
+impl<'l, 't> Recovery<'l, 't> {
     /// A reader of `root`, a tree in language `row`.
-    pub(super) fn new(row: &'l Language, root: Node) -> Recovery<'l> {
+    pub(super) fn new(row: &'l Language, root: Node<'t>) -> Recovery<'l, 't> {
         let lexer = FallbackLexer::new(row);
-        Recovery { row, lexer, pos: root.start_byte(), state: LexState::Code, last: None }
+        let at = Place { row, lexer, pos: root.start_byte(), state: LexState::Code, last: None };
+        Recovery { at, cursor: root.walk(), errors: Vec::new() }
     }
 
-    /// The comment that holds `hit`, read with `row`'s tokens from the start of `root`:
+    /// The comment that holds `hit`, read with the row's tokens from the start of the tree:
     /// subtrees without errors are skipped whole (their tokens are sound, and they end in code),
     /// a token the tree read soundly is opaque (a string's text, JSX text: never a comment),
     /// and everything else (error nodes, bytes no node covers, comments, strings the tree did
     /// not close) is read with the lexer. `None` if `hit` is not in a comment.
-    pub(super) fn comment_at(&mut self, root: Node, src: &[u8], hit: usize) -> Option<Comment> {
-        if hit < self.pos {
-            return self.last.clone().filter(|c| c.range.contains(&hit));
+    pub(super) fn comment_at(&mut self, src: &[u8], hit: usize) -> Option<Comment> {
+        if hit < self.at.pos {
+            return self.at.last.clone().filter(|c| c.range.contains(&hit));
         }
-        let mut reader = Reader { src, limit: hit, at: self };
-        let found = match reader.tree(root) {
+        let mut reader = Reader {
+            src,
+            limit: hit,
+            at: &mut self.at,
+            cursor: &mut self.cursor,
+            errors: &mut self.errors,
+        };
+        let found = match reader.tree() {
             ControlFlow::Break(found) => found,
             // Past the end of the tree (a parser that stopped early): the lexer reads on.
             ControlFlow::Continue(()) => match reader.lex(src.len()) {
@@ -46,27 +63,31 @@ impl<'l> Recovery<'l> {
                 ControlFlow::Continue(()) => None,
             },
         };
-        self.last = found.clone();
+        self.at.last = found.clone();
         found
     }
 }
 
-struct Reader<'r, 'l> {
+struct Reader<'r, 'l, 't> {
     src: &'r [u8],
     /// The hit: reading stops once it is passed, with the verdict.
     limit: usize,
-    at: &'r mut Recovery<'l>,
+    at: &'r mut Place<'l>,
+    cursor: &'r mut TreeCursor<'t>,
+    errors: &'r mut Vec<bool>,
 }
 
-impl Reader<'_, '_> {
-    /// Reads the tree from the reader's position until the limit is passed (`Break` with the
-    /// comment holding it, if any) or the tree ends (`Continue`).
-    fn tree(&mut self, root: Node) -> ControlFlow<Option<Comment>> {
-        let mut cursor = root.walk();
+impl Reader<'_, '_, '_> {
+    /// Reads the tree from the cursor's node (read again: it may have been read in part) until
+    /// the limit is passed (`Break` with the comment holding it, if any) or the tree ends
+    /// (`Continue`).
+    fn tree(&mut self) -> ControlFlow<Option<Comment>> {
         'nodes: loop {
-            let node = cursor.node();
-            let descend = self.node(node)?;
-            if descend && cursor.goto_first_child_for_byte(self.at.pos).is_some() {
+            let node = self.cursor.node();
+            let in_error = self.errors.last().copied().unwrap_or(false);
+            let descend = self.node(node, in_error)?;
+            if descend && goto_child_after(self.cursor, self.at.pos) {
+                self.errors.push(node.is_error());
                 continue;
             }
             if descend {
@@ -74,19 +95,20 @@ impl Reader<'_, '_> {
             }
             // The next sibling; or up, reading the bytes after a parent's last child.
             loop {
-                if cursor.goto_next_sibling() {
+                if self.cursor.goto_next_sibling() {
                     continue 'nodes;
                 }
-                if !cursor.goto_parent() {
+                if !self.cursor.goto_parent() {
                     return ControlFlow::Continue(());
                 }
-                self.lex(cursor.node().end_byte())?;
+                self.errors.pop();
+                self.lex(self.cursor.node().end_byte())?;
             }
         }
     }
 
     /// Reads one node, or says to read its children (`Continue(true)`).
-    fn node(&mut self, node: Node) -> ControlFlow<Option<Comment>, bool> {
+    fn node(&mut self, node: Node, in_error: bool) -> ControlFlow<Option<Comment>, bool> {
         let (start, end) = (node.start_byte(), node.end_byte());
         if end <= self.at.pos {
             return ControlFlow::Continue(false);
@@ -107,11 +129,12 @@ impl Reader<'_, '_> {
             // …and one whose end splits a token (`/p>; /` read as a regex, then `/ @claude`)
             // ends where the lexer would not.
             || self.at.lexer.splits_token(self.src, end);
-        if fresh && sound && !opens && end <= self.limit && !orphan_string_part(node) {
+        let orphan = in_error && orphan_string_part(node);
+        if fresh && sound && !opens && end <= self.limit && !orphan {
             self.at.pos = end; // parsed soundly, before the hit: it ends in code
             return ControlFlow::Continue(false);
         }
-        if fresh && sound && leaf && !opens && !lexed_kind && !orphan_string_part(node) {
+        if fresh && sound && leaf && !opens && !lexed_kind && !orphan {
             // A token the tree read soundly holds the hit: it is no comment.
             self.at.pos = end;
             return ControlFlow::Break(None);
@@ -158,15 +181,35 @@ impl Reader<'_, '_> {
     }
 }
 
-/// A string's text directly inside an error, without its string: the grammar's error recovery
-/// made it from whatever followed (Kotlin reads ` = "` so). The lexer reads it instead. (JSX
-/// text is text wherever it lies.)
+/// Moves `cursor` to the first child of its node that ends after `pos`, or leaves it where it
+/// is. (tree-sitter's `goto_first_child_for_byte` gives up when `pos` lies in the invisible
+/// tail of a hidden node, such as the newline that ends a Go declaration.)
+pub(super) fn goto_child_after(cursor: &mut TreeCursor, pos: usize) -> bool {
+    if cursor.goto_first_child_for_byte(pos).is_some() {
+        return true;
+    }
+    if !cursor.goto_first_child() {
+        return false;
+    }
+    loop {
+        if cursor.node().end_byte() > pos {
+            return true;
+        }
+        if !cursor.goto_next_sibling() {
+            cursor.goto_parent();
+            return false;
+        }
+    }
+}
+
+/// A string's text (a node directly inside an error, without its string): the grammar's error
+/// recovery made it from whatever followed (Kotlin reads ` = "` so). The lexer reads it
+/// instead. (JSX text is text wherever it lies.)
 fn orphan_string_part(node: Node) -> bool {
     let kind = node.kind();
     node.child_count() == 0
         && node.is_named()
         && (kind.contains("string") || kind.contains("content") || kind.contains("fragment"))
-        && node.parent().is_some_and(|p| p.is_error())
 }
 
 /// The range of a comment without a trailing line break.
