@@ -92,6 +92,8 @@ struct RawLanguage {
     #[serde(default)]
     block_scalars: String,
     #[serde(default)]
+    data_section: Vec<String>,
+    #[serde(default)]
     substitute_operators: Vec<String>,
     #[serde(default)]
     comments_start_line: bool,
@@ -225,6 +227,8 @@ pub struct Language {
     /// Indicators that, ending a `key:` or `-` line, open a block of text: the lines below
     /// indented deeper (YAML's `|` and `>`).
     pub block_scalars: String,
+    /// Lines that end the code: what follows is data (Perl's and Ruby's `__END__`).
+    pub data_section: Vec<String>,
     /// Only a comment that starts its line is a comment (Dockerfile: `FROM x # y` is an
     /// argument), even where the grammar says otherwise.
     pub comments_start_line: bool,
@@ -465,6 +469,9 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
     if row.quote_operators.iter().chain(&row.substitute_operators).any(String::is_empty) {
         return Err(bad("quote operators must not be empty"));
     }
+    if row.data_section.iter().any(String::is_empty) {
+        return Err(bad("data-section lines must not be empty"));
+    }
     if row.verbatim_line_prefix.as_deref() == Some("") {
         return Err(bad("verbatim-line-prefix must not be empty"));
     }
@@ -512,6 +519,7 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
         verbatim_line_prefix: row.verbatim_line_prefix,
         slash_regex: row.slash_regex,
         block_scalars: row.block_scalars,
+        data_section: row.data_section,
         comments_start_line: row.comments_start_line,
         lexed_kinds: row.lexed_kinds,
         embedded: row.embedded,

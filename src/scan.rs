@@ -1,6 +1,8 @@
 //! Finds the trigger markers in one file's bytes: a memmem prefilter, then the syntax tree (or
 //! the fallback table) decides whether each hit really starts a comment, and a comment paragraph
-//! or a multi-line block comment becomes one ask.
+//! or a multi-line block comment becomes one ask. Where the parse has errors, the tokens decide
+//! rather than the parser's recovery: the tree's where it parsed soundly, the fallback lexer's
+//! from the first byte it did not (`recover`).
 //!
 //! Pure: bytes and a [`Language`] in, [`Marker`]s out, no I/O. Parsers are kept per thread.
 
@@ -1139,6 +1141,7 @@ mod tests {
             verbatim_line_prefix: None,
             slash_regex: false,
             block_scalars: String::new(),
+            data_section: vec![],
             comments_start_line: false,
             lexed_kinds: vec![],
             embedded: false,

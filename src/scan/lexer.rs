@@ -73,6 +73,8 @@ pub(super) struct FallbackLexer<'l> {
     slash_regex: bool,
     /// Block scalar indicators (YAML's `|` and `>`).
     block_scalars: &'l [u8],
+    /// Lines after which the rest of the file is data (`__END__`).
+    data_section: &'l [String],
     /// Bytes that may start a token or a heredoc opener: everything else is plain code.
     starts: [bool; 256],
 }
@@ -119,6 +121,9 @@ impl<'l> FallbackLexer<'l> {
         if let Some(prefix) = verbatim {
             starts[usize::from(prefix.as_bytes()[0])] = true;
         }
+        for line in &lang.data_section {
+            starts[usize::from(line.as_bytes()[0])] = true;
+        }
         FallbackLexer {
             tokens,
             heredocs,
@@ -127,6 +132,7 @@ impl<'l> FallbackLexer<'l> {
             verbatim,
             slash_regex: lang.slash_regex,
             block_scalars,
+            data_section: &lang.data_section,
             starts,
         }
     }
@@ -138,14 +144,20 @@ impl<'l> FallbackLexer<'l> {
         self.tokens.iter().position(|(open, _, _)| src[i..].starts_with(open.as_bytes()))
     }
 
-    /// True if a string, comment, heredoc, block scalar, quote-like or regex literal opens at
-    /// `i` in code.
+    /// True if a string, comment, heredoc, block scalar, quote-like or regex literal, or the
+    /// data section, opens at `i` in code.
     pub(super) fn opens_at(&self, src: &[u8], i: usize) -> bool {
         self.token_at(src, i).is_some()
+            || self.data_starts_at(src, i)
             || self.heredoc_at(src, i).is_some()
             || self.block_scalar_at(src, i).is_some()
             || self.quote_at(src, i).is_some()
             || self.regex_at(src, i).is_some()
+    }
+
+    /// True if the line at `i` ends the code (`__END__`): the rest of the file is data.
+    fn data_starts_at(&self, src: &[u8], i: usize) -> bool {
+        (i == 0 || src[i - 1] == b'\n') && self.data_section.iter().any(|l| ends_code(src, i, l))
     }
 
     /// The end of the regex literal that starts with the `/` at `i`, where a value is expected;
@@ -309,6 +321,9 @@ impl<'l> FallbackLexer<'l> {
                         other => other,
                     };
                     return Step::Next(i + 1, next);
+                }
+                if self.data_starts_at(src, i) {
+                    return Step::Next(src.len(), state); // the rest is data
                 }
                 if let Some(prefix) = self.verbatim {
                     if (i == 0 || src[i - 1] == b'\n') && src[i..].starts_with(prefix.as_bytes()) {
@@ -508,4 +523,12 @@ fn value_expected(src: &[u8], i: usize) -> bool {
     let word = &before[start..=end];
     KEYWORDS.contains(&word)
         && (start == 0 || !matches!(before[start - 1], b'$' | b'@' | b'%' | b'.'))
+}
+
+/// True if the line at `i` is `line` alone (trailing whitespace allowed): `__END__`.
+fn ends_code(src: &[u8], i: usize, line: &str) -> bool {
+    src[i..].strip_prefix(line.as_bytes()).is_some_and(|rest| {
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        rest[..end].iter().all(u8::is_ascii_whitespace)
+    })
 }
