@@ -110,6 +110,38 @@ impl<'t> LivePipeline<'t> {
         self.process_with_room(path, from_git, &mut |_| true)
     }
 
+    /// Handles one change from the watcher: as [`LivePipeline::process_with_room`], except
+    /// that a file listed by a rescan after lost events is read only if it changed since the
+    /// last event seen — a rescan never fires markers nobody saved (a vendored file's, a
+    /// dormant one).
+    pub fn process_change(
+        &mut self,
+        change: &Change,
+        room: &mut dyn FnMut(usize) -> bool,
+    ) -> Vec<Ask> {
+        if let Some(since) = change.rescan {
+            if !self.changed_since(&change.path, since) {
+                tracing::debug!(
+                    "{}: unchanged across lost events; not announced",
+                    change.path.display()
+                );
+                return Vec::new();
+            }
+        }
+        self.process_with_room(&change.path, change.from_git.as_ref(), room)
+    }
+
+    /// True if the file's bytes differ from the ones we last saw, or — for a file we never saw
+    /// change — if it was modified at or after `since`.
+    fn changed_since(&self, path: &Path, since: std::time::SystemTime) -> bool {
+        match self.last_seen.get(path) {
+            Some(hash) => fsio::read_source(path).is_ok_and(|s| content_hash(&s.bytes) != *hash),
+            None => std::fs::symlink_metadata(path)
+                .and_then(|m| m.modified())
+                .is_ok_and(|modified| modified >= since),
+        }
+    }
+
     /// [`LivePipeline::process`], stamping only when `room(n)` says `n` more asks can be
     /// delivered: a marker whose ask could not go out is left untagged (it is still there the
     /// next time its file changes), never tagged and dropped.
@@ -608,7 +640,7 @@ fn run_live(
         }
         tracing::debug!("changed: {}", change.path.display());
         let mut room = |n| sink.has_room(n);
-        let asks = live.process_with_room(&change.path, change.from_git.as_ref(), &mut room);
+        let asks = live.process_change(&change, &mut room);
         for ask in asks {
             tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
             if sink.deliver(ask).is_break() {
@@ -886,5 +918,38 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude later\n");
         assert!(live.asks.snapshot().is_empty());
         assert_eq!(live.process(&p, None).len(), 1, "found when there is room again");
+    }
+
+    /// A rescan after lost events lists every file; only those that changed since the last
+    /// event seen may fire.
+    #[test]
+    fn a_rescan_fires_only_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let dormant = live.root.join("vendored.py");
+        std::fs::write(&dormant, "# @claude from a vendored file\n").unwrap();
+        let seen = live.root.join("seen.py");
+        std::fs::write(&seen, "x = 1\n").unwrap();
+        assert!(live.process(&seen, None).is_empty());
+        let since = std::time::SystemTime::now();
+        std::thread::sleep(Duration::from_millis(20)); // mtimes after `since`, on coarse clocks too
+        std::fs::write(&seen, "x = 1\n# @claude saved while events were lost\n").unwrap();
+        let fresh = live.root.join("new.py");
+        std::fs::write(&fresh, "# @claude new while events were lost\n").unwrap();
+        let mut texts = Vec::new();
+        for path in [&dormant, &seen, &fresh] {
+            let change = Change { path: path.clone(), from_git: None, rescan: Some(since) };
+            texts.extend(
+                live.process_change(&change, &mut |_| true).into_iter().map(|a| a.marker.text),
+            );
+        }
+        texts.sort();
+        assert_eq!(
+            texts,
+            ["@claude new while events were lost", "@claude saved while events were lost"]
+        );
+        // Saved later, the dormant marker is the user's to fire, as always.
+        std::fs::write(&dormant, "# @claude from a vendored file\n\n").unwrap();
+        assert_eq!(live.process(&dormant, None).len(), 1);
     }
 }

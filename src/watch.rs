@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
 use notify::{RecursiveMode, Watcher as _};
@@ -30,6 +30,17 @@ pub struct Change {
     /// (checkout, pull, merge, rebase, stash) — or an editor's `git status` merely held the
     /// lock while the user saved. The pipeline tells the two apart by git's own content.
     pub from_git: Option<GitWindow>,
+    /// Set when the file was listed by a rescan after lost events (queue overflow), not by an
+    /// event of its own: it may not have changed at all. Events after this time were lost.
+    pub rescan: Option<SystemTime>,
+}
+
+/// A file waiting for quiet.
+struct Pending {
+    due: Instant,
+    from_git: Option<GitWindow>,
+    /// Listed by a rescan only (see [`Change::rescan`]); an event of its own clears it.
+    rescan: Option<SystemTime>,
 }
 
 /// What the watcher could watch.
@@ -94,6 +105,8 @@ impl Watch {
             unwatched: 0,
             limit_logged: false,
             pending: HashMap::new(),
+            last_event: SystemTime::now(),
+            rescanning: None,
             index_lock: IndexLock::default(),
             debounce,
             out: change_tx,
@@ -161,8 +174,12 @@ struct State {
     watched: HashSet<PathBuf>,
     unwatched: usize,
     limit_logged: bool,
-    /// Files waiting for quiet: when they are due, and whether git may have written them.
-    pending: HashMap<PathBuf, (Instant, Option<GitWindow>)>,
+    /// Files waiting for quiet.
+    pending: HashMap<PathBuf, Pending>,
+    /// When the last event arrived: after an overflow, what changed since may be unseen.
+    last_event: SystemTime,
+    /// Set while a rescan after an overflow is listing files.
+    rescanning: Option<SystemTime>,
     index_lock: IndexLock,
     debounce: Duration,
     out: Sender<Change>,
@@ -197,7 +214,7 @@ impl State {
         if let Some(stale) = self.index_lock.stale_at() {
             return Some(stale); // git's lock is held: its removal is an event
         }
-        self.pending.values().map(|(due, _)| *due).min()
+        self.pending.values().map(|p| p.due).min()
     }
 
     /// Sends the files whose quiet time is over; while git holds its index lock, waits.
@@ -209,14 +226,14 @@ impl State {
         let mut due: Vec<(Instant, PathBuf)> = self
             .pending
             .iter()
-            .filter(|(_, (t, _))| *t <= now)
-            .map(|(p, (t, _))| (*t, p.clone()))
+            .filter(|(_, p)| p.due <= now)
+            .map(|(path, p)| (p.due, path.clone()))
             .collect();
         // In the order they fell quiet: a file saved after another is handled after it.
         due.sort();
         for (_, path) in due {
-            if let Some((_, from_git)) = self.pending.remove(&path) {
-                self.out.send(Change { path, from_git })?;
+            if let Some(Pending { from_git, rescan, .. }) = self.pending.remove(&path) {
+                self.out.send(Change { path, from_git, rescan })?;
             }
         }
         Ok(())
@@ -224,10 +241,14 @@ impl State {
 
     fn schedule(&mut self, path: PathBuf) {
         let due = Instant::now() + self.debounce;
-        let entry = self.pending.entry(path).or_insert((due, None));
-        entry.0 = due;
-        if entry.1.is_none() {
-            entry.1 = self.index_lock.window();
+        let rescan = self.rescanning;
+        let entry = self.pending.entry(path).or_insert(Pending { due, from_git: None, rescan });
+        entry.due = due;
+        if entry.from_git.is_none() {
+            entry.from_git = self.index_lock.window();
+        }
+        if rescan.is_none() {
+            entry.rescan = None; // an event of its own: a real change
         }
     }
 
@@ -254,11 +275,15 @@ impl State {
 
     fn on_event(&mut self, event: notify::Event) {
         if event.need_rescan() {
-            // The OS dropped events (queue overflow): look at every file again.
+            // The OS dropped events (queue overflow): look at every file again — as a rescan,
+            // so that only what really changed since the last event we saw is announced.
             Problem::EventsLost.log();
+            self.rescanning = Some(self.last_event);
             self.watch_tree(&self.root.clone(), true);
+            self.rescanning = None;
             return;
         }
+        self.last_event = SystemTime::now();
         let renamed_both =
             matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both)));
         for (i, path) in event.paths.iter().enumerate() {

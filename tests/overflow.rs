@@ -1,0 +1,96 @@
+//! A queue overflow makes the watcher look at every file again; that rescan must not fire
+//! markers nobody saved (a vendored file's), and must fire those written while events were
+//! lost.
+//!
+//! The queue is made tiny for real (`/proc/sys/fs/inotify/max_queued_events`, root only, read
+//! when the watcher's inotify instance is made) and restored at once; this test is alone in
+//! its binary so no other test's watcher gets the tiny queue.
+#![cfg(target_os = "linux")]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const QUEUE_FILE: &str = "/proc/sys/fs/inotify/max_queued_events";
+const DEADLINE: Duration = Duration::from_secs(20);
+
+struct Restore(String);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = std::fs::write(QUEUE_FILE, &self.0);
+    }
+}
+
+#[test]
+fn a_rescan_after_lost_events_fires_only_what_was_saved() {
+    let Ok(old) = std::fs::read_to_string(QUEUE_FILE) else {
+        eprintln!("no {QUEUE_FILE}; skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("vendor")).unwrap();
+    std::fs::write(root.join("vendor/lib.py"), "# @claude from someone else's tarball\n").unwrap();
+    if std::fs::write(QUEUE_FILE, "16").is_err() {
+        eprintln!("cannot lower {QUEUE_FILE} (not root?); skipped");
+        return;
+    }
+    let restore = Restore(old);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+        .args(["watch", "--json", "--debounce", "100ms"])
+        .arg(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (log_tx, log) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("[watch] {line}");
+            let _ = log_tx.send(line);
+        }
+    });
+    let (ask_tx, asks) = mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = ask_tx.send(serde_json::from_str(&line).unwrap());
+        }
+    });
+    while !log.recv_timeout(DEADLINE).expect("ready").starts_with("filewatch-mcp: watching") {}
+    drop(restore); // the watcher's queue is made; nobody else gets the tiny one
+
+    // A burst far over the queue, one file of it with an ask of the user's.
+    for i in 0..400 {
+        std::fs::write(root.join(format!("burst{i:03}.py")), format!("x = {i}\n")).unwrap();
+    }
+    std::fs::write(root.join("burst-mine.py"), "# @claude saved during the burst\n").unwrap();
+    let overflowed = loop {
+        match log.recv_timeout(Duration::from_secs(5)) {
+            Ok(line) if line.contains("events were lost") => break true,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    // Barrier: once the sentinel's ask is out, everything before it has been handled.
+    std::fs::write(root.join("sentinel.py"), "# @claude sentinel\n").unwrap();
+    let mut files = Vec::new();
+    loop {
+        let ask = asks.recv_timeout(DEADLINE).expect("the sentinel's ask");
+        let file = ask["file"].as_str().unwrap().to_string();
+        if file == "sentinel.py" {
+            break;
+        }
+        files.push(file);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(overflowed, "the burst did not overflow a 16-event queue; nothing was tested");
+    assert_eq!(files, ["burst-mine.py"], "the rescan fired what nobody saved");
+}
