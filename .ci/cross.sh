@@ -132,9 +132,8 @@ run_windows() {
   )
   local skip_args=()
   for s in "${skips[@]}"; do skip_args+=(--skip "$s"); done
-  # Everything but the benchmarks (benches/scan.rs times with Unix's thread CPU clock).
-  say "cargo check --lib --bins --tests --examples --target $t"
-  cargo check --lib --bins --tests --examples --locked --target "$t"
+  say "cargo check --all-targets --target $t"
+  cargo check --all-targets --locked --target "$t"
   say "cargo test --target $t (under Wine): library, corpus, stamp properties, platform, cli"
   set +e
   cargo test --locked --target "$t" --no-fail-fast \
