@@ -21,6 +21,7 @@ use crate::languages::{Language, LanguageTable};
 use crate::pipeline::{is_recorded, relative};
 use crate::scan::{Marker, Scanner};
 use crate::stamp::{self, Stamp};
+use crate::sys;
 use crate::watch::{Change, Watch, WatchStats};
 
 /// The previous bytes of recently changed files are kept up to this total: what tells the lines
@@ -71,6 +72,8 @@ pub struct LivePipeline<'t> {
     from_git: HashSet<(PathBuf, Vec<u8>)>,
     /// Files read and scanned (not skipped as unchanged): for logs and tests.
     scanned: usize,
+    /// The directory of the file at hand, held since it was read.
+    here: Option<Here>,
     /// Runs between the read and the stamp's write: tests change the file there.
     #[cfg(test)]
     before_stamp: Option<Hook>,
@@ -94,6 +97,7 @@ impl<'t> LivePipeline<'t> {
             previous: Previous::default(),
             from_git: HashSet::new(),
             scanned: 0,
+            here: None,
             #[cfg(test)]
             before_stamp: None,
         }
@@ -185,11 +189,32 @@ impl<'t> LivePipeline<'t> {
     /// The file's bytes, if it is ours to read: inside the root (symlinks are not followed,
     /// but be sure), of a type some language may claim, and a readable regular file.
     fn read(&mut self, path: &Path) -> Option<Source> {
-        if !path.starts_with(&self.root) || !self.scanner.table().may_claim(path) {
+        self.here = None;
+        let rel = path.strip_prefix(&self.root).ok()?;
+        if !self.scanner.table().may_claim(path) {
             return None;
         }
-        match fsio::read_source(path) {
-            Ok(source) => Some(source),
+        // Reached without following a symlink in any directory of the path, and held: what
+        // is read and stamped is in the root, whatever happens to the path meanwhile.
+        let (rel_dir, name) = (rel.parent().unwrap_or(Path::new("")), path.file_name()?);
+        let beneath = match sys::dir_beneath(&self.root, rel_dir) {
+            Ok(beneath) => beneath,
+            Err(e) => {
+                tracing::debug!(
+                    "{}: not read: its directory is gone or a symlink ({e})",
+                    path.display()
+                );
+                self.last_seen.remove(path);
+                return None;
+            }
+        };
+        let real = beneath.path(name);
+        let here = Here { beneath, real, rel_dir: rel_dir.to_path_buf() };
+        match fsio::read_source(&here.real) {
+            Ok(source) => {
+                self.here = Some(here);
+                Some(source)
+            }
             Err(e) => {
                 if path.exists() {
                     Problem::Read(e).log();
@@ -303,7 +328,17 @@ impl<'t> LivePipeline<'t> {
         if let Some(hook) = self.before_stamp.as_mut() {
             hook(path);
         }
-        match fsio::replace_checked(path, bytes, &stamped) {
+        let target = self.here.as_ref().map_or_else(|| path.to_path_buf(), |h| h.real.clone());
+        let moved =
+            self.here.as_ref().is_some_and(|h| !sys::same_dir(&h.beneath, &self.root, &h.rel_dir));
+        let written = if moved {
+            // A directory of the path was swapped (for a symlink out of the root, say): the
+            // path no longer names what was read. Its new state brings its own event.
+            Err(WriteError::Conflict { path: path.to_path_buf() })
+        } else {
+            fsio::replace_checked(&target, bytes, &stamped)
+        };
+        match written {
             Ok(()) => {
                 tracing::debug!("{}: stamped {} ask(s)", path.display(), stamps.len());
                 self.last_seen.insert(path.to_path_buf(), content_hash(&stamped));
@@ -341,6 +376,15 @@ fn is_conflict(e: &WriteError) -> bool {
         WriteError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
         _ => false,
     }
+}
+
+/// The file at hand: its directory, reached beneath the root and held open, and the name
+/// that reaches the file through it.
+struct Here {
+    beneath: sys::Beneath,
+    real: PathBuf,
+    /// The directory relative to the root, to check that it is still the one held.
+    rel_dir: PathBuf,
 }
 
 /// A test's hook into the pipeline.
@@ -951,5 +995,39 @@ mod tests {
         // Saved later, the dormant marker is the user's to fire, as always.
         std::fs::write(&dormant, "# @claude from a vendored file\n\n").unwrap();
         assert_eq!(live.process(&dormant, None).len(), 1);
+    }
+
+    /// A directory of the path swapped for a symlink out of the root — before the read, or
+    /// between the read and the stamp: the outside file is never read or written, and nothing
+    /// is announced.
+    #[test]
+    fn a_directory_swapped_for_a_symlink_is_not_followed_out_of_the_root() {
+        for when in ["before the read", "before the stamp"] {
+            let dir = tempfile::tempdir().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            let secret = outside.path().join("a.py");
+            std::fs::write(&secret, "# @claude outside the root\n").unwrap();
+            let mut live = live(dir.path());
+            let sub = live.root.join("sub");
+            std::fs::create_dir(&sub).unwrap();
+            let p = sub.join("a.py");
+            std::fs::write(&p, "# @claude outside the root\n").unwrap();
+            let outside_dir = outside.path().to_path_buf();
+            let swap = move |sub: &Path| {
+                std::fs::rename(sub, sub.with_file_name("sub.old")).unwrap();
+                std::os::unix::fs::symlink(&outside_dir, sub).unwrap();
+            };
+            if when == "before the read" {
+                swap(&sub);
+            } else {
+                live.before_stamp = Some(Box::new(move |path: &Path| swap(path.parent().unwrap())));
+            }
+            assert!(live.process(&p, None).is_empty(), "{when}: announced");
+            assert_eq!(
+                std::fs::read_to_string(&secret).unwrap(),
+                "# @claude outside the root\n",
+                "{when}: the outside file was written"
+            );
+        }
     }
 }

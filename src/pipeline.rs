@@ -228,7 +228,12 @@ pub fn resolve_recorded(
     root: &Path,
     record: &AskRecord,
 ) -> Result<bool, EditError> {
-    let path = root.join(&record.file);
+    // Reached without following a symlink in any directory of its path, as the live pipeline
+    // reads it.
+    let rel = Path::new(&record.file);
+    let (Some(rel_dir), Some(name)) = (rel.parent(), rel.file_name()) else { return Ok(false) };
+    let Ok(beneath) = crate::sys::dir_beneath(root, rel_dir) else { return Ok(false) };
+    let path = beneath.path(name);
     edit_file(&path, WRITE_ATTEMPTS, |bytes| {
         let Some(lang) = scanner.table().detect(&path, bytes) else {
             return Edit::Keep(false);

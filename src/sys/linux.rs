@@ -8,6 +8,13 @@ use std::path::{Path, PathBuf};
 use super::{c_path, check};
 use crate::sys::WatchMode;
 
+/// A name for files in the directory `dir` is open on that does not walk its path again:
+/// `/proc/self/fd/N` (the kernel resolves it to the open directory itself).
+pub fn fd_path(dir: &File) -> Option<PathBuf> {
+    let path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    path.is_dir().then_some(path)
+}
+
 /// inotify watches one directory per watch and costs nothing for the directories it skips.
 pub const WATCH_MODE: WatchMode = WatchMode::PerDirectory;
 

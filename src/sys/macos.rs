@@ -44,3 +44,9 @@ pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
 pub fn watch_caveat(_root: &Path) -> Option<String> {
     None
 }
+
+/// macOS has no path that names an open directory itself (`/dev/fd/N` is not traversable):
+/// files are named by their path, checked component by component just before.
+pub fn fd_path(_dir: &std::fs::File) -> Option<std::path::PathBuf> {
+    None
+}

@@ -21,10 +21,29 @@ mod windows;
 use windows as imp;
 
 pub use imp::{
-    copy_metadata, exchange, exchange_unsupported, is_busy, is_watch_limit, link_count, open_read,
-    open_read_write, plain_path, refusal_kind, slash_path, special_kind, watch_caveat, writable,
-    WATCH_MODE,
+    copy_metadata, dir_beneath, exchange, exchange_unsupported, is_busy, is_watch_limit,
+    link_count, open_read, open_read_write, plain_path, refusal_kind, same_dir, slash_path,
+    special_kind, watch_caveat, writable, WATCH_MODE,
 };
+
+/// A directory under the root, reached without following a symlink in any component, held
+/// open so that it cannot be swapped for another one while we work in it: [`Beneath::path`]
+/// names a file in that very directory (on Linux through `/proc/self/fd/N/`), whatever
+/// happens to the path it was reached by.
+pub struct Beneath {
+    /// The directory, open (kept so its descriptor's path stays valid).
+    #[allow(dead_code)] // held, not read, where the OS names it by path
+    dir: Option<std::fs::File>,
+    /// How files in it are named.
+    base: std::path::PathBuf,
+}
+
+impl Beneath {
+    /// `name` in this directory.
+    pub fn path(&self, name: &std::ffi::OsStr) -> std::path::PathBuf {
+        self.base.join(name)
+    }
+}
 
 /// How the tree is watched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

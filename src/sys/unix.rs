@@ -5,6 +5,7 @@
 use std::ffi::CString;
 use std::fs::{File, FileType, Metadata, OpenOptions};
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -17,6 +18,39 @@ mod os;
 mod os;
 
 pub use os::{exchange, watch_caveat, WATCH_MODE};
+
+/// Opens `rel` (a directory under `root`) one component at a time, each relative to the one
+/// before and with `O_NOFOLLOW | O_DIRECTORY`: a symlink anywhere below the root fails
+/// (`ELOOP`/`ENOTDIR`), and a directory renamed or replaced meanwhile is not followed either.
+pub fn dir_beneath(root: &Path, rel: &Path) -> io::Result<super::Beneath> {
+    let mut dir = File::open(root)?;
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain relative path"));
+        };
+        let name = CString::new(name.as_bytes())?;
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: `dir` is an open descriptor and `name` a NUL-terminated string.
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        dir = unsafe { File::from_raw_fd(fd) };
+    }
+    let base = os::fd_path(&dir).unwrap_or_else(|| root.join(rel));
+    Ok(super::Beneath { dir: Some(dir), base })
+}
+
+/// True if `rel` under `root` still is the directory `held` was opened as (same device and
+/// inode): nobody swapped it out from under us.
+pub fn same_dir(held: &super::Beneath, root: &Path, rel: &Path) -> bool {
+    let (Some(a), Ok(now)) = (held.dir.as_ref(), dir_beneath(root, rel)) else { return false };
+    let (Ok(a), Some(Ok(b))) = (a.metadata(), now.dir.as_ref().map(File::metadata)) else {
+        return false;
+    };
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
 
 /// Opens `path` for reading without following a symlink at its last component and without
 /// waiting for a FIFO's writer (`O_NOFOLLOW | O_NONBLOCK`).

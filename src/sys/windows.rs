@@ -260,3 +260,31 @@ pub async fn shutdown_signal() {
 pub fn watch_caveat(_root: &Path) -> Option<String> {
     None
 }
+
+/// `rel` under `root` if no component of it is a reparse point (a symlink or junction):
+/// checked just before use, by path (Windows has no `openat`; a swap in between is not caught).
+pub fn dir_beneath(root: &Path, rel: &Path) -> std::io::Result<super::Beneath> {
+    let mut dir = root.to_path_buf();
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a plain relative path",
+            ));
+        };
+        dir.push(name);
+        let meta = std::fs::symlink_metadata(&dir)?;
+        if meta.file_type().is_symlink() || !meta.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a reparse point or no directory",
+            ));
+        }
+    }
+    Ok(super::Beneath { dir: None, base: dir })
+}
+
+/// True if `rel` under `root` is still a directory reached without reparse points.
+pub fn same_dir(_held: &super::Beneath, root: &Path, rel: &Path) -> bool {
+    dir_beneath(root, rel).is_ok()
+}
