@@ -1000,6 +1000,7 @@ mod tests {
     /// A directory of the path swapped for a symlink out of the root — before the read, or
     /// between the read and the stamp: the outside file is never read or written, and nothing
     /// is announced.
+    #[cfg(unix)] // std::os::unix::fs::symlink
     #[test]
     fn a_directory_swapped_for_a_symlink_is_not_followed_out_of_the_root() {
         for when in ["before the read", "before the stamp"] {

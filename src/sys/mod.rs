@@ -34,6 +34,9 @@ pub struct Beneath {
     /// The directory, open (kept so its descriptor's path stays valid).
     #[allow(dead_code)] // held, not read, where the OS names it by path
     dir: Option<std::fs::File>,
+    /// The directories above it, held too where that keeps them in place (Windows).
+    #[allow(dead_code)] // held, never read
+    above: Vec<std::fs::File>,
     /// How files in it are named.
     base: std::path::PathBuf,
 }

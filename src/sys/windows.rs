@@ -19,7 +19,8 @@ use windows_sys::Win32::Storage::FileSystem::{
     GetFileInformationByHandle, GetFileType, MoveFileExW, ReplaceFileW, SetFileAttributesW,
     BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_ARCHIVE, FILE_ATTRIBUTE_HIDDEN,
     FILE_ATTRIBUTE_NORMAL, FILE_ATTRIBUTE_NOT_CONTENT_INDEXED, FILE_ATTRIBUTE_REPARSE_POINT,
-    FILE_ATTRIBUTE_SYSTEM, FILE_FLAG_OPEN_REPARSE_POINT, FILE_TYPE_DISK, REPLACEFILE_WRITE_THROUGH,
+    FILE_ATTRIBUTE_SYSTEM, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
+    FILE_SHARE_READ, FILE_SHARE_WRITE, FILE_TYPE_DISK, REPLACEFILE_WRITE_THROUGH,
 };
 
 use crate::sys::WatchMode;
@@ -261,30 +262,61 @@ pub fn watch_caveat(_root: &Path) -> Option<String> {
     None
 }
 
-/// `rel` under `root` if no component of it is a reparse point (a symlink or junction):
-/// checked just before use, by path (Windows has no `openat`; a swap in between is not caught).
-pub fn dir_beneath(root: &Path, rel: &Path) -> std::io::Result<super::Beneath> {
-    let mut dir = root.to_path_buf();
+/// `rel` (a directory under `root`) opened one component at a time, each the directory itself
+/// (`FILE_FLAG_OPEN_REPARSE_POINT`: a symlink or junction is refused, not followed), and held
+/// without `FILE_SHARE_DELETE`, with every directory above it up to the root: while they are
+/// open that way none of them can be renamed or deleted, so the path names the directory that
+/// was checked for as long as it is held.
+pub fn dir_beneath(root: &Path, rel: &Path) -> io::Result<super::Beneath> {
+    let mut path = root.to_path_buf();
+    let mut held = open_dir(&path)?;
+    let mut above = Vec::new();
     for part in rel.components() {
         let std::path::Component::Normal(name) = part else {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a plain relative path",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain relative path"));
         };
-        dir.push(name);
-        let meta = std::fs::symlink_metadata(&dir)?;
-        if meta.file_type().is_symlink() || !meta.is_dir() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "a reparse point or no directory",
-            ));
-        }
+        path.push(name);
+        above.push(std::mem::replace(&mut held, open_dir(&path)?));
     }
-    Ok(super::Beneath { dir: None, base: dir })
+    Ok(super::Beneath { dir: Some(held), above, base: path })
 }
 
-/// True if `rel` under `root` is still a directory reached without reparse points.
-pub fn same_dir(_held: &super::Beneath, root: &Path, rel: &Path) -> bool {
-    dir_beneath(root, rel).is_ok()
+fn open_dir(path: &Path) -> io::Result<File> {
+    let dir = OpenOptions::new()
+        .read(true)
+        .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT)
+        .open(path)?;
+    let meta = dir.metadata()?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a reparse point or no directory"));
+    }
+    Ok(dir)
+}
+
+/// True if `rel` under `root` is still the directory `held` was opened as (same file id).
+pub fn same_dir(held: &super::Beneath, root: &Path, rel: &Path) -> bool {
+    let (Some(a), Ok(now)) = (held.dir.as_ref(), dir_beneath(root, rel)) else { return false };
+    let (Ok(a), Some(Ok(b))) = (file_id(a), now.dir.as_ref().map(file_id)) else { return false };
+    a == b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory reached by `dir_beneath` cannot be renamed away while it is held.
+    #[test]
+    fn a_held_directory_cannot_be_swapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a").join("b")).unwrap();
+        let rel = Path::new("a").join("b");
+        let held = dir_beneath(root, &rel).unwrap();
+        assert!(std::fs::rename(root.join(&rel), root.join("a").join("c")).is_err());
+        assert!(std::fs::rename(root.join("a"), root.join("z")).is_err());
+        assert!(same_dir(&held, root, &rel));
+        drop(held);
+        std::fs::rename(root.join(&rel), root.join("a").join("c")).unwrap();
+    }
 }
