@@ -59,8 +59,10 @@ if command -v python3 >/dev/null; then
   zig="$(find_zig)"
   if [[ -z "$zig" ]]; then
     say "installing ziglang (pip)"
+    # (A Debian system Python refuses plain pip installs: PEP 668.)
     python3 -m pip install -q ziglang >/dev/null 2>&1 ||
-      { apt_install python3-pip && python3 -m pip install -q ziglang >/dev/null 2>&1; } || true
+      { apt_install python3-pip && python3 -m pip install -q ziglang >/dev/null 2>&1; } ||
+      python3 -m pip install -q --break-system-packages ziglang >/dev/null 2>&1 || true
     zig="$(find_zig)"
   fi
 fi
