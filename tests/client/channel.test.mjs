@@ -249,7 +249,7 @@ describe('filewatch-mcp with the MCP TypeScript SDK client (as Claude Code)', { 
     assert.equal(listing.pending.length, 1 + LATENCY_SAVES, JSON.stringify(listing.pending));
     const pre = listing.unannounced.find((u) => u.file === 'pre.py');
     assert.ok(pre, `unannounced contains pre.py: ${JSON.stringify(listing.unannounced)}`);
-    assert.equal(pre.id, undefined);
+    assert.equal(pre.id ?? null, null, "an unannounced marker has no id");
 
     const scoped = JSON.parse(toolText(await client.callTool({ name: 'list_asks', arguments: { path: 'a.py' } })));
     assert.deepEqual(
