@@ -139,7 +139,10 @@ pub enum WriteError {
 impl WriteError {
     fn io(path: &Path) -> impl Fn(io::Error) -> WriteError + '_ {
         move |source| {
-            if source.kind() == io::ErrorKind::PermissionDenied {
+            // Held open by another program (Windows sharing): not changed, tried again later.
+            if sys::is_busy(&source) {
+                WriteError::Conflict { path: path.to_path_buf() }
+            } else if source.kind() == io::ErrorKind::PermissionDenied {
                 WriteError::ReadOnly { path: path.to_path_buf() }
             } else {
                 WriteError::Io { path: path.to_path_buf(), source }
@@ -277,7 +280,8 @@ fn settle_exchange(
         scratch.keep(&temp); // moved into place
     }
     scratch.add(displaced.clone());
-    let mut file = sys::open_read(&displaced).map_err(&io_err)?;
+    // A scanner may be looking at our backup name for a moment (Windows): wait for it.
+    let mut file = retry_busy(|| sys::open_read(&displaced)).map_err(&io_err)?;
     if read_all(&mut file).map_err(&io_err)? == expected {
         hooks.after_check();
         drop(scratch); // unlinks the displaced file; our descriptor keeps it readable
