@@ -9,6 +9,9 @@
 //! | atomic exchange | `renameat2(RENAME_EXCHANGE)` | `renamex_np(RENAME_SWAP)` | `ReplaceFileW` with a backup name |
 //! | metadata carried | mode, owner, xattrs (ACLs) | mode, owner, xattrs (`com.apple.*`, ACLs) | `ReplaceFileW` keeps ACLs, streams, attributes |
 //! | watching | one inotify watch per directory | one recursive FSEvents stream | one recursive `ReadDirectoryChangesW` |
+//! | a file's directory, held | `openat(O_NOFOLLOW)` per component, named by `/proc/self/fd` | same, named by path (checked by inode) | handles without `FILE_SHARE_DELETE` up to the root |
+//! | busy (retry later) | never | never | sharing violations |
+//! | stop | SIGINT, SIGTERM | same | Ctrl-C, Ctrl-Break, console close |
 
 #[cfg(unix)]
 mod unix;
