@@ -31,8 +31,11 @@ impl GitDir {
             }
             if dot_git.is_file() {
                 let text = std::fs::read_to_string(&dot_git).ok()?;
-                let target = text.strip_prefix("gitdir:")?.trim();
-                return Some(GitDir { path: cur.join(target), top: cur.to_path_buf() });
+                let target = cur.join(text.strip_prefix("gitdir:")?.trim());
+                // Canonical, as every path the watcher compares with it is (`../x` targets,
+                // and `C:/…` against `\\?\C:\…` on Windows).
+                let path = target.canonicalize().unwrap_or(target);
+                return Some(GitDir { path, top: cur.to_path_buf() });
             }
             d = cur.parent();
         }
