@@ -121,14 +121,23 @@ impl Asks {
                 Err(source) => Problem::Ledger { path: ledger.path.clone(), source }.log(),
             }
         }
+        let before = records.clone();
         let out = f(records);
         prune(records, now());
-        if guard.is_some() {
+        // Written only when something changed: most saves only look.
+        if guard.is_some() && *records != before {
             if let Err(source) = ledger.save(records) {
                 Problem::Ledger { path: ledger.path.clone(), source }.log();
             }
         }
         out
+    }
+
+    /// True if, as last read, a pending ask lives in `file`: a save of a file without markers
+    /// and without pending asks need not look at the ledger at all.
+    pub fn may_have_pending(&self, file: &str) -> bool {
+        let inner = self.lock();
+        inner.ledger.is_some() || inner.records.iter().any(|r| r.file == file && r.is_pending())
     }
 
     /// A copy of every record (for `list_asks`).

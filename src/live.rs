@@ -239,6 +239,9 @@ impl<'t> LivePipeline<'t> {
         self.scanned += 1;
         let markers = self.scanner.scan(lang, bytes);
         tracing::debug!("{}: {} marker(s)", path.display(), markers.len());
+        if markers.is_empty() && !self.asks.may_have_pending(file) {
+            return Vec::new(); // nothing to ask, nothing asked here to settle
+        }
         let records = self.asks.update(|records| {
             settle_gone(lang, bytes, file, &markers, records);
             records.iter().filter(|r| r.file == file).cloned().collect::<Vec<_>>()
