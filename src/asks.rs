@@ -134,10 +134,10 @@ impl Asks {
     }
 
     /// True if, as last read, a pending ask lives in `file`: a save of a file without markers
-    /// and without pending asks need not look at the ledger at all.
+    /// and without pending asks need not lock or read the ledger at all. (An ask another server
+    /// recorded since is settled at that file's next save after this server reads the ledger.)
     pub fn may_have_pending(&self, file: &str) -> bool {
-        let inner = self.lock();
-        inner.ledger.is_some() || inner.records.iter().any(|r| r.file == file && r.is_pending())
+        self.lock().records.iter().any(|r| r.file == file && r.is_pending())
     }
 
     /// A copy of every record (for `list_asks`).

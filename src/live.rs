@@ -111,79 +111,54 @@ impl<'t> LivePipeline<'t> {
     /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
     /// its index lock while the file changed (see [`Change`]).
     pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
-        self.process_with_room(path, from_git, &mut |_| true)
+        let change = Change { path: path.to_path_buf(), from_git: from_git.cloned(), rescan: None };
+        self.process_change(&change, &mut |_| true)
     }
 
-    /// Handles one change from the watcher: as [`LivePipeline::process_with_room`], except
-    /// that a file listed by a rescan after lost events is read only if it changed since the
-    /// last event seen — a rescan never fires markers nobody saved (a vendored file's, a
-    /// dormant one).
+    /// Handles one change from the watcher, stamping only when `room(n)` says `n` more asks
+    /// can be delivered: a marker whose ask could not go out is left untagged (it is still there
+    /// the next time its file changes), never tagged and dropped. A file listed by a rescan
+    /// after lost events is handled only if it changed since the last event seen — a rescan
+    /// never fires markers nobody saved (a vendored file's, a dormant one).
     pub fn process_change(
         &mut self,
         change: &Change,
         room: &mut dyn FnMut(usize) -> bool,
     ) -> Vec<Ask> {
-        if let Some(since) = change.rescan {
-            if !self.changed_since(&change.path, since) {
-                tracing::debug!(
-                    "{}: unchanged across lost events; not announced",
-                    change.path.display()
-                );
-                return Vec::new();
-            }
-        }
-        self.process_with_room(&change.path, change.from_git.as_ref(), room)
-    }
-
-    /// True if the file's bytes differ from the ones we last saw, or — for a file we never saw
-    /// change — if it was modified at or after `since`.
-    fn changed_since(&self, path: &Path, since: std::time::SystemTime) -> bool {
-        match self.last_seen.get(path) {
-            Some(hash) => fsio::read_source(path).is_ok_and(|s| content_hash(&s.bytes) != *hash),
-            None => std::fs::symlink_metadata(path)
-                .and_then(|m| m.modified())
-                .is_ok_and(|modified| modified >= since),
-        }
-    }
-
-    /// [`LivePipeline::process`], stamping only when `room(n)` says `n` more asks can be
-    /// delivered: a marker whose ask could not go out is left untagged (it is still there the
-    /// next time its file changes), never tagged and dropped.
-    pub fn process_with_room(
-        &mut self,
-        path: &Path,
-        from_git: Option<&GitWindow>,
-        room: &mut dyn FnMut(usize) -> bool,
-    ) -> Vec<Ask> {
+        let path = change.path.as_path();
         let Some(source) = self.read(path) else { return Vec::new() };
         let hash = content_hash(&source.bytes);
         if self.last_seen.get(path) == Some(&hash) {
             tracing::debug!("{}: unchanged since we left it", path.display());
             return Vec::new(); // bytes we already handled: our own stamp, a touch
         }
+        if let Some(since) = change.rescan {
+            // Seen before: its bytes differ, so it changed. Never seen: only if modified since.
+            let modified = source.metadata.modified().ok();
+            if !self.last_seen.contains_key(path) && modified.is_none_or(|m| m < since) {
+                tracing::debug!("{}: unchanged across lost events; not announced", path.display());
+                return Vec::new();
+            }
+        }
         let bytes = &source.bytes;
         let Some(lang) = self.scanner.table().detect(path, bytes) else { return Vec::new() };
         let file = relative(&self.root, path);
         let mut fresh = self.fresh_markers(lang, path, &file, bytes);
         if !fresh.is_empty() {
-            let old_lines = self.old_lines(path, from_git);
+            let old_lines = self.old_lines(path, change.from_git.as_ref());
             fresh = self.drop_git_lines(path, bytes, fresh, &old_lines.git);
             fresh = cut_to_new_lines(lang, bytes, fresh, &old_lines.all);
         }
-        if !fresh.is_empty() && !room(fresh.len()) {
+        if fresh.is_empty() {
+            self.remember(path, bytes);
+            return Vec::new();
+        }
+        if !room(fresh.len()) {
             tracing::debug!("{}: asks not deliverable now; left untagged", path.display());
             self.last_seen.remove(path); // so that any next event looks again
             return Vec::new();
         }
-        let asks = if fresh.is_empty() {
-            Vec::new()
-        } else {
-            self.announce(lang, path, &file, &source, fresh)
-        };
-        if self.last_seen.get(path).is_none_or(|h| *h == hash) || asks.is_empty() {
-            self.remember(path, bytes);
-        }
-        asks
+        self.announce(lang, path, &file, &source, fresh)
     }
 
     /// The file's bytes, if it is ours to read: inside the root (symlinks are not followed,
@@ -314,6 +289,7 @@ impl<'t> LivePipeline<'t> {
             stamped,
         };
         if claimed.is_empty() || self.mode == TagMode::Never {
+            self.remember(path, bytes);
             return claimed.into_iter().map(|m| ask(m, false)).collect();
         }
         let stamps: Vec<Stamp> = claimed
@@ -325,6 +301,7 @@ impl<'t> LivePipeline<'t> {
             // Our tag would take the file past the size every reader accepts: it could no
             // longer be listed or resolved. Deliver the asks untagged instead (recorded: once).
             tracing::debug!("{}: a tag would pass the size limit; not stamped", path.display());
+            self.remember(path, bytes);
             return claimed.into_iter().map(|m| ask(Marker { tag: None, ..m }, false)).collect();
         }
         #[cfg(test)]
@@ -344,7 +321,6 @@ impl<'t> LivePipeline<'t> {
         match written {
             Ok(()) => {
                 tracing::debug!("{}: stamped {} ask(s)", path.display(), stamps.len());
-                self.last_seen.insert(path.to_path_buf(), content_hash(&stamped));
                 self.remember(path, &stamped);
                 claimed.into_iter().map(|m| ask(m, true)).collect()
             }
@@ -355,10 +331,12 @@ impl<'t> LivePipeline<'t> {
                 );
                 let ids: Vec<MarkerId> = stamps.iter().map(|s| s.id).collect();
                 self.asks.update(|records| records.retain(|r| !ids.contains(&r.id)));
+                self.remember(path, bytes);
                 Vec::new()
             }
             Err(e) => {
                 Problem::Write(e).log();
+                self.remember(path, bytes);
                 claimed.into_iter().map(|m| ask(Marker { tag: None, ..m }, false)).collect()
             }
         }
@@ -498,7 +476,7 @@ fn cut_to_new_lines(
 /// The bytes of recently changed files, bounded by [`PREVIOUS_BYTES`]: the oldest go first.
 #[derive(Default)]
 struct Previous {
-    files: HashMap<PathBuf, Arc<[u8]>>,
+    files: HashMap<PathBuf, Box<[u8]>>,
     order: VecDeque<PathBuf>,
     total: usize,
 }
@@ -961,7 +939,8 @@ mod tests {
         let mut live = live(dir.path());
         let p = live.root.join("a.py");
         std::fs::write(&p, "# @claude later\n").unwrap();
-        assert!(live.process_with_room(&p, None, &mut |_| false).is_empty());
+        let change = Change { path: p.clone(), from_git: None, rescan: None };
+        assert!(live.process_change(&change, &mut |_| false).is_empty());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude later\n");
         assert!(live.asks.snapshot().is_empty());
         assert_eq!(live.process(&p, None).len(), 1, "found when there is room again");

@@ -144,29 +144,27 @@ pub fn channel_content(text: &str) -> String {
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
+    let kept = &text[..cut];
+    // ASCII lowercasing keeps byte offsets: the tags are found in `lower`, cut from `kept`.
+    let lower = kept.to_ascii_lowercase();
     let mut out = String::with_capacity(cut + 16);
-    let mut rest = &text[..cut];
-    while let Some(at) = find_channel_tag(rest) {
-        out.push_str(&rest[..at]);
+    let mut from = 0;
+    let mut tags: Vec<usize> = lower
+        .match_indices("<channel")
+        .chain(lower.match_indices("</channel"))
+        .map(|(at, _)| at)
+        .collect();
+    tags.sort_unstable();
+    for at in tags {
+        out.push_str(&kept[from..at]);
         out.push_str("&lt;");
-        rest = &rest[at + 1..];
+        from = at + 1;
     }
-    out.push_str(rest);
+    out.push_str(&kept[from..]);
     if cut < text.len() {
         out.push_str("…(truncated)");
     }
     out
-}
-
-/// Where `<channel` or `</channel` starts in `text`, in any letter case.
-fn find_channel_tag(text: &str) -> Option<usize> {
-    let lower = text.to_ascii_lowercase();
-    let open = lower.find("<channel");
-    let close = lower.find("</channel");
-    match (open, close) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 async fn send_ask(peer: &Peer<RoleServer>, ask: &Ask) {
