@@ -118,7 +118,8 @@ impl<'t> LivePipeline<'t> {
     /// Handles one change from the watcher, stamping only when `room(n)` says `n` more asks
     /// can be delivered: a marker whose ask could not go out is left untagged (it is still there
     /// the next time its file changes), never tagged and dropped. A file listed by a rescan
-    /// after lost events is handled only if it changed since the last event seen — a rescan
+    /// after lost events is handled only if it changed during the run (its bytes differ from
+    /// the ones last seen, or, never seen, it was modified after watching began) — a rescan
     /// never fires markers nobody saved (a vendored file's, a dormant one).
     pub fn process_change(
         &mut self,
@@ -946,8 +947,8 @@ mod tests {
         assert_eq!(live.process(&p, None).len(), 1, "found when there is room again");
     }
 
-    /// A rescan after lost events lists every file; only those that changed since the last
-    /// event seen may fire.
+    /// A rescan after lost events lists every file; only those that changed during the run
+    /// may fire.
     #[test]
     fn a_rescan_fires_only_what_changed() {
         let dir = tempfile::tempdir().unwrap();

@@ -31,7 +31,8 @@ pub struct Change {
     /// lock while the user saved. The pipeline tells the two apart by git's own content.
     pub from_git: Option<GitWindow>,
     /// Set when the file was listed by a rescan after lost events (queue overflow), not by an
-    /// event of its own: it may not have changed at all. Events after this time were lost.
+    /// event of its own: it may not have changed at all. The time watching began: a file not
+    /// modified since was there before, and is not a change.
     pub rescan: Option<SystemTime>,
 }
 
@@ -105,7 +106,7 @@ impl Watch {
             unwatched: 0,
             limit_logged: false,
             pending: HashMap::new(),
-            last_event: SystemTime::now(),
+            started: SystemTime::now(),
             rescanning: None,
             index_lock: IndexLock::default(),
             debounce,
@@ -176,8 +177,10 @@ struct State {
     limit_logged: bool,
     /// Files waiting for quiet.
     pending: HashMap<PathBuf, Pending>,
-    /// When the last event arrived: after an overflow, what changed since may be unseen.
-    last_event: SystemTime,
+    /// When watching began. Events carry no write times, so after an overflow this is the
+    /// only sure bound: a file modified since, whose change the pipeline never saw, changed
+    /// during the run; one modified before was there already.
+    started: SystemTime,
     /// Set while a rescan after an overflow is listing files.
     rescanning: Option<SystemTime>,
     index_lock: IndexLock,
@@ -276,14 +279,13 @@ impl State {
     fn on_event(&mut self, event: notify::Event) {
         if event.need_rescan() {
             // The OS dropped events (queue overflow): look at every file again — as a rescan,
-            // so that only what really changed since the last event we saw is announced.
+            // so that only what changed during the run is announced.
             Problem::EventsLost.log();
-            self.rescanning = Some(self.last_event);
+            self.rescanning = Some(self.started);
             self.watch_tree(&self.root.clone(), true);
             self.rescanning = None;
             return;
         }
-        self.last_event = SystemTime::now();
         let renamed_both =
             matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both)));
         for (i, path) in event.paths.iter().enumerate() {

@@ -7,13 +7,14 @@
 //! Skipped (with a message) where tmux or an editor is missing; `.ci/run` installs them.
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
+use common::WatchProcess;
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -34,10 +35,9 @@ fn has(cmd: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// `filewatch-mcp watch --json` on a fresh tree, its asks arriving on a channel.
+/// `filewatch-mcp watch --json` on a fresh tree.
 struct Watcher {
-    child: Child,
-    asks: Receiver<Value>,
+    process: WatchProcess,
     root: PathBuf,
     _dir: tempfile::TempDir,
     _state: tempfile::TempDir,
@@ -48,34 +48,14 @@ impl Watcher {
         let dir = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
-            .args(["watch", "--json", "--debounce", "150ms", "--tag", tag])
-            .arg(&root)
-            .env("FILEWATCH_STATE_DIR", state.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, asks) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(serde_json::from_str(&line).expect("a JSON line"));
-            }
-        });
-        let (ready_tx, ready) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[watch] {line}");
-                if line.starts_with("filewatch-mcp: watching") {
-                    let _ = ready_tx.send(());
-                }
-            }
-        });
-        ready.recv_timeout(DEADLINE).expect("watcher ready");
-        Watcher { child, asks, root, _dir: dir, _state: state }
+        let args = ["--debounce", "150ms", "--tag", tag];
+        let env = [("FILEWATCH_STATE_DIR", state.path())];
+        let process = WatchProcess::start(&root, &args, &env, DEADLINE);
+        Watcher { process, root, _dir: dir, _state: state }
+    }
+
+    fn ask(&self) -> Value {
+        self.process.asks.recv_timeout(DEADLINE).expect("an ask")
     }
 
     /// Every ask up to a sentinel file's (not returned): what the earlier saves produced.
@@ -85,19 +65,12 @@ impl Watcher {
         std::fs::write(self.root.join(&name), "# @claude sentinel\n").unwrap();
         let mut got = Vec::new();
         loop {
-            let a = self.asks.recv_timeout(DEADLINE).expect("the sentinel's ask");
+            let a = self.ask();
             if a["file"] == name.as_str() {
                 return got;
             }
             got.push(a);
         }
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -241,7 +214,7 @@ fn session(editor: &Editor, tag: &str) -> (String, Vec<String>) {
         let screen =
             t.until("the save", |_| std::fs::read_to_string(&file).unwrap().contains(line));
         if i == 0 {
-            let ask = w.asks.recv_timeout(DEADLINE).expect("the ask");
+            let ask = w.ask();
             assert_eq!(ask["text"], "@claude explain this module", "{}", editor.name);
             id = ask["id"].as_str().expect("an id").to_string();
         }

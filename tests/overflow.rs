@@ -7,12 +7,11 @@
 //! its binary so no other test's watcher gets the tiny queue.
 #![cfg(target_os = "linux")]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+mod common;
+
 use std::time::Duration;
 
-use serde_json::Value;
+use common::WatchProcess;
 
 const QUEUE_FILE: &str = "/proc/sys/fs/inotify/max_queued_events";
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -40,30 +39,8 @@ fn a_rescan_after_lost_events_fires_only_what_was_saved() {
         return;
     }
     let restore = Restore(old);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
-        .args(["watch", "--json", "--debounce", "100ms"])
-        .arg(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (log_tx, log) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[watch] {line}");
-            let _ = log_tx.send(line);
-        }
-    });
-    let (ask_tx, asks) = mpsc::channel::<Value>();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = ask_tx.send(serde_json::from_str(&line).unwrap());
-        }
-    });
-    while !log.recv_timeout(DEADLINE).expect("ready").starts_with("filewatch-mcp: watching") {}
+    let watch = WatchProcess::start(&root, &["--debounce", "100ms"], &[], DEADLINE);
+    let (asks, log) = (&watch.asks, &watch.log);
     drop(restore); // the watcher's queue is made; nobody else gets the tiny one
 
     // A burst far over the queue, one file of it with an ask of the user's.
@@ -89,8 +66,7 @@ fn a_rescan_after_lost_events_fires_only_what_was_saved() {
         }
         files.push(file);
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(watch);
     assert!(files.contains(&"burst-mine.py".to_string()), "the user's ask was lost: {files:?}");
     if !overflowed {
         // A machine fast enough to drain 16 events at a time saw no overflow: no rescan ran.

@@ -1,0 +1,66 @@
+//! What several integration tests share: `filewatch-mcp watch --json` as a child process, its
+//! asks and its log arriving on channels.
+
+// Each test binary compiles this module and uses what it needs of it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A running `watch --json`: its asks (one JSON object each) and its stderr lines.
+pub struct WatchProcess {
+    pub child: Child,
+    pub asks: Receiver<Value>,
+    pub log: Receiver<String>,
+}
+
+impl WatchProcess {
+    /// Starts `watch --json ARGS… ROOT` with extra environment `env`, and returns once it says
+    /// it is watching (or panics after `deadline`). Stderr lines are echoed as `[watch] …`.
+    pub fn start(root: &Path, args: &[&str], env: &[(&str, &Path)], deadline: Duration) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"));
+        command.args(["watch", "--json"]).args(args).arg(root);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start filewatch-mcp watch");
+        let (ask_tx, asks) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = ask_tx.send(serde_json::from_str(&line).expect("a JSON line"));
+            }
+        });
+        let (log_tx, log) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[watch] {line}");
+                let _ = log_tx.send(line);
+            }
+        });
+        while !log
+            .recv_timeout(deadline)
+            .expect("watcher ready")
+            .starts_with("filewatch-mcp: watching")
+        {}
+        WatchProcess { child, asks, log }
+    }
+}
+
+impl Drop for WatchProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
