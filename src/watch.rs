@@ -6,7 +6,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -68,6 +70,7 @@ pub struct Watch {
     thread: Option<JoinHandle<()>>,
     root: PathBuf,
     stats: WatchStats,
+    events: Arc<AtomicU64>,
 }
 
 impl Watch {
@@ -96,7 +99,9 @@ impl Watch {
             .map_err(StartError::Watcher)?
         };
         let (change_tx, change_rx) = mpsc::channel();
+        let events_seen = Arc::new(AtomicU64::new(0));
         let mut state = State {
+            events_seen: events_seen.clone(),
             git: GitDir::find(&root),
             rules: IgnoreRules::new(&root),
             root: root.clone(),
@@ -132,7 +137,7 @@ impl Watch {
             .name("watch".into())
             .spawn(move || state.run(events))
             .map_err(StartError::Thread)?;
-        Ok((Watch { input, thread: Some(thread), root, stats }, change_rx))
+        Ok((Watch { input, thread: Some(thread), root, stats, events: events_seen }, change_rx))
     }
 
     /// The watched root, canonical: every [`Change`] path is under it.
@@ -143,6 +148,12 @@ impl Watch {
     /// What could be watched at start-up.
     pub fn stats(&self) -> &WatchStats {
         &self.stats
+    }
+
+    /// How many events the OS has delivered so far, changes or not: each one woke the watch
+    /// thread. Reading a file must bring none.
+    pub fn events_seen(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
     }
 
     /// Ends the watch thread and waits for it.
@@ -186,6 +197,8 @@ struct State {
     index_lock: IndexLock,
     debounce: Duration,
     out: Sender<Change>,
+    /// Events delivered so far (see [`Watch::events_seen`]).
+    events_seen: Arc<AtomicU64>,
 }
 
 impl State {
@@ -197,6 +210,9 @@ impl State {
                 None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 Some(at) => events.recv_timeout(at.saturating_duration_since(Instant::now())),
             };
+            if matches!(input, Ok(Input::Event(_))) {
+                self.events_seen.fetch_add(1, Ordering::Relaxed);
+            }
             match input {
                 Ok(Input::Event(Ok(event))) => self.on_event(event),
                 Ok(Input::Event(Err(err))) => self.on_error(err),
@@ -565,5 +581,37 @@ mod tests {
             assert_eq!(got, vec![new], "{mode:?}");
             watch.stop();
         }
+    }
+
+    /// Builds, language servers and `rg` read thousands of files a second: reading (and listing)
+    /// the watched tree must not wake the watcher at all, let alone schedule a change.
+    #[test]
+    fn reading_the_tree_brings_no_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut files = Vec::new();
+        for d in 0..10 {
+            for f in 0..10 {
+                files.push(write(&root, &format!("d{d}/f{f}.py")));
+            }
+        }
+        let (watch, rx) = Watch::start(&root, Duration::from_millis(50)).unwrap();
+        let mut reads = 0;
+        for _ in 0..3 {
+            for d in 0..10 {
+                reads += std::fs::read_dir(root.join(format!("d{d}"))).unwrap().count();
+            }
+            for f in &files {
+                assert!(!std::fs::read(f).unwrap().is_empty());
+                reads += 1;
+            }
+        }
+        // Events come in order: by the sentinel's change, the reads' events have been counted.
+        assert_eq!(changes_until(&rx, &root, "sentinel.py"), Vec::<PathBuf>::new());
+        let seen = watch.events_seen();
+        // The sentinel's own save brings a few events (create, modify, close-write); the
+        // reads, hundreds, must bring none.
+        assert!(seen < 10, "{seen} events for {reads} reads and one save");
+        watch.stop();
     }
 }
