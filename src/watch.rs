@@ -3,6 +3,9 @@
 //! and `target/` cost nothing; on macOS (FSEvents) and Windows (`ReadDirectoryChangesW`) one
 //! recursive watch on the root, with the same rules applied to each event. Either way, events
 //! become debounced [`Change`]s, one per file after it has been quiet for the debounce time.
+//! Nothing runs while nothing changes: the watch thread sleeps on its channel, with a timeout
+//! only while a file waits for quiet; and on Linux the watches leave out reads
+//! (`src/sys/inotify.rs`), so a build or a search reading the tree wakes nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -93,9 +96,12 @@ impl Watch {
         let (input, events) = mpsc::channel();
         let watcher = {
             let input = input.clone();
-            notify::recommended_watcher(move |res| {
-                let _ = input.send(Input::Event(res));
-            })
+            sys::Watcher::new(
+                move |res| {
+                    let _ = input.send(Input::Event(res));
+                },
+                notify::Config::default(),
+            )
             .map_err(StartError::Watcher)?
         };
         let (change_tx, change_rx) = mpsc::channel();
@@ -181,7 +187,7 @@ struct State {
     mode: WatchMode,
     git: Option<GitDir>,
     rules: IgnoreRules,
-    watcher: notify::RecommendedWatcher,
+    watcher: sys::Watcher,
     /// Directories watched, or with a recursive watch: covered (walked, not ignored).
     watched: HashSet<PathBuf>,
     unwatched: usize,

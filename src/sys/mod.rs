@@ -8,7 +8,7 @@
 //! | open, no follow, no block | `O_NOFOLLOW \| O_NONBLOCK` | same | `FILE_FLAG_OPEN_REPARSE_POINT`, disk files only |
 //! | atomic exchange | `renameat2(RENAME_EXCHANGE)` | `renamex_np(RENAME_SWAP)` | `ReplaceFileW` with a backup name |
 //! | metadata carried | mode, owner, xattrs (ACLs) | mode, owner, xattrs (`com.apple.*`, ACLs) | `ReplaceFileW` keeps ACLs, streams, attributes |
-//! | watching | one inotify watch per directory | one recursive FSEvents stream | one recursive `ReadDirectoryChangesW` |
+//! | watching | one inotify watch per directory, no read events (our own reader) | one recursive FSEvents stream | one recursive `ReadDirectoryChangesW` |
 //! | a file's directory, held | `openat(O_NOFOLLOW)` per component, named by `/proc/self/fd` | same, named by path (checked by inode) | handles without `FILE_SHARE_DELETE` up to the root |
 //! | busy (retry later) | never | never | sharing violations |
 //! | stop | SIGINT, SIGTERM | same | Ctrl-C, Ctrl-Break, console close |
@@ -17,6 +17,9 @@
 mod unix;
 #[cfg(unix)]
 use unix as imp;
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod inotify;
 
 #[cfg(windows)]
 mod windows;
@@ -50,6 +53,17 @@ impl Beneath {
         self.base.join(name)
     }
 }
+
+/// The watcher: on Linux our own inotify reader, whose mask leaves out reads (see
+/// `src/sys/inotify.rs`); elsewhere notify's backend for the OS. Both implement
+/// [`notify::Watcher`].
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub use self::inotify::Watcher;
+/// The watcher: on Linux our own inotify reader, whose mask leaves out reads (see
+/// `src/sys/inotify.rs`); elsewhere notify's backend for the OS. Both implement
+/// [`notify::Watcher`].
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub type Watcher = notify::RecommendedWatcher;
 
 /// How the tree is watched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
