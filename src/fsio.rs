@@ -585,6 +585,203 @@ mod tests {
         assert_eq!(std::fs::read(&ro).unwrap(), b"old");
     }
 
+    /// A program that writes a marker, pauses and writes more through the same descriptor (a
+    /// shell's `( echo; sleep; echo ) > f`, a logger): the stamp must not send its later writes
+    /// into an unlinked inode.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_writer_holding_its_descriptor_open_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.py");
+        let mut writer = File::create(&p).unwrap();
+        writer.write_all(b"# @claude x\n").unwrap();
+        let _ = replace_checked(&p, b"# @claude x\n", b"# @claude[fw-00000000] x\n");
+        writer.write_all(b"more\n").unwrap();
+        drop(writer);
+        let now = String::from_utf8(std::fs::read(&p).unwrap()).unwrap();
+        assert!(
+            now.ends_with("more\n") && now.starts_with("# @claude"),
+            "the writer's second line was lost: the file holds {now:?}"
+        );
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    /// A symlink or a directory put at the path between the check and the exchange is what
+    /// the path holds afterwards, unchanged, and none of our temp files stays.
+    #[cfg(unix)]
+    #[test]
+    fn whatever_is_at_the_path_at_the_swap_is_put_back() {
+        for kind in ["symlink", "directory"] {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("a.py");
+            let other = dir.path().join("other.py");
+            std::fs::write(&p, "v1\n").unwrap();
+            std::fs::write(&other, "someone else's\n").unwrap();
+            let mut swap = || {
+                std::fs::remove_file(&p).unwrap();
+                if kind == "symlink" {
+                    std::os::unix::fs::symlink(&other, &p).unwrap();
+                } else {
+                    std::fs::create_dir(&p).unwrap();
+                    std::fs::write(p.join("inside.txt"), "kept\n").unwrap();
+                }
+            };
+            let mut hooks = Hooks { before_swap: Some(&mut swap), ..Hooks::default() };
+            let result = replace_checked_with_hooks(&p, b"v1\n", b"stamped\n", &mut hooks);
+            assert!(result.is_err(), "{kind}: a stamp over a {kind} must not succeed");
+            let meta = std::fs::symlink_metadata(&p)
+                .unwrap_or_else(|e| panic!("{kind}: nothing at the path any more: {e}"));
+            if kind == "symlink" {
+                assert!(meta.file_type().is_symlink(), "{kind}: the path holds {meta:?}");
+                assert_eq!(std::fs::read_link(&p).unwrap(), other);
+                assert_eq!(std::fs::read(&other).unwrap(), b"someone else's\n");
+            } else {
+                assert!(meta.is_dir(), "{kind}: the path holds {meta:?}");
+                assert_eq!(std::fs::read(p.join("inside.txt")).unwrap(), b"kept\n");
+                assert_eq!(std::fs::read_dir(&p).unwrap().count(), 1);
+            }
+            assert!(leftovers(dir.path()).is_empty(), "{kind}: {:?}", leftovers(dir.path()));
+        }
+    }
+
+    /// Runs a tool; false if it is not installed.
+    #[cfg(target_os = "linux")]
+    fn run(tool: &str, args: &[&std::ffi::OsStr]) -> bool {
+        match std::process::Command::new(tool).args(args).status() {
+            Ok(status) => {
+                assert!(status.success(), "{tool} {args:?} failed");
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Mode, owner, group and every extended attribute (`getfattr -m -`: `user.*`,
+    /// `security.*`, `trusted.*`, the POSIX ACL).
+    #[cfg(target_os = "linux")]
+    fn metadata_of(p: &Path) -> (u32, u32, u32, String) {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(p).unwrap();
+        let out = std::process::Command::new("getfattr")
+            .args(["-d", "-m", "-", "-e", "hex", "--absolute-names"])
+            .arg(p)
+            .output()
+            .unwrap();
+        (m.mode(), m.uid(), m.gid(), String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Extended attributes, the ACL, setuid/setgid/sticky bits, owner and group: carried over
+    /// to the stamped file, or the file is not stamped at all — never silently stripped.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn file_metadata_survives_a_stamp_or_the_file_is_left_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.py");
+        std::fs::write(&p, "# @claude x\n").unwrap();
+        let os = |s: &'static str| std::ffi::OsStr::new(s);
+        let has_tools =
+            run("setfattr", &[os("-n"), os("user.x"), os("-v"), os("1"), p.as_os_str()])
+                && run("setfacl", &[os("-m"), os("u:nobody:r"), p.as_os_str()])
+                && run("getfattr", &[os("--version")]);
+        if !has_tools {
+            eprintln!("SKIPPED: setfattr/setfacl/getfattr missing (Debian attr, acl)");
+            return;
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+            for name in ["security.fw_test", "trusted.fw_test"] {
+                run("setfattr", &[os("-n"), os(name), os("-v"), os("1"), p.as_os_str()]);
+            }
+        } else {
+            eprintln!("not root: owner, security.* and trusted.* not tested");
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o7755)).unwrap();
+        let before = metadata_of(&p);
+        match replace_checked(&p, b"# @claude x\n", b"# @claude[fw-00000000] x\n") {
+            Ok(()) => {
+                assert_eq!(std::fs::read(&p).unwrap(), b"# @claude[fw-00000000] x\n");
+                assert_eq!(metadata_of(&p), before, "stamped, but metadata was lost");
+            }
+            Err(e) => {
+                assert!(!matches!(e, WriteError::Conflict { .. }), "{e}");
+                assert_eq!(std::fs::read(&p).unwrap(), b"# @claude x\n");
+                assert_eq!(metadata_of(&p), before, "not stamped, and metadata was lost");
+            }
+        }
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    /// A 1 MB tmpfs mounted for a test (root only), unmounted when dropped.
+    #[cfg(target_os = "linux")]
+    struct SmallDisk(tempfile::TempDir);
+
+    #[cfg(target_os = "linux")]
+    impl SmallDisk {
+        fn mount() -> Option<SmallDisk> {
+            let dir = tempfile::tempdir().ok()?;
+            let status = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+                .arg(dir.path())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .ok()?;
+            status.success().then_some(SmallDisk(dir))
+        }
+
+        /// Writes a file until the disk is full.
+        fn fill(&self) {
+            let mut filler = File::create(self.0.path().join("filler")).unwrap();
+            let chunk = vec![b'f'; 4096];
+            while filler.write_all(&chunk).is_ok() {}
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Drop for SmallDisk {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0.path()).status();
+        }
+    }
+
+    /// On a full disk a stamp leaves every file exactly as the user left it (or stamped whole):
+    /// a hard-linked one, and an ordinary one (and no temp file stays).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_full_disk_never_leaves_a_file_short() {
+        let Some(disk) = SmallDisk::mount() else {
+            eprintln!("SKIPPED: cannot mount a small tmpfs (not root?)");
+            return;
+        };
+        let dir = disk.0.path();
+        // Just under one page, so that the stamp needs a page the full disk does not have.
+        let mut old = b"# @claude x\n".to_vec();
+        while old.len() < 4090 {
+            old.extend_from_slice(b"y = 1\n");
+        }
+        let new = [b"# @claude[fw-00000000]".as_slice(), &old[b"# @claude".len()..]].concat();
+        let (a, b, plain) = (dir.join("a.py"), dir.join("b.py"), dir.join("plain.py"));
+        std::fs::write(&a, &old).unwrap();
+        std::fs::hard_link(&a, &b).unwrap();
+        std::fs::write(&plain, &old).unwrap();
+        disk.fill();
+        for p in [&a, &plain] {
+            let result = replace_checked(p, &old, &new);
+            let now = std::fs::read(p).unwrap();
+            assert!(
+                now == old || now == new,
+                "{}: left with {} bytes, neither the user's {} nor the stamped {} ({result:?})",
+                p.display(),
+                now.len(),
+                old.len(),
+                new.len()
+            );
+        }
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        assert!(leftovers(dir).is_empty(), "{:?}", leftovers(dir));
+    }
+
     #[cfg(unix)]
     #[test]
     fn never_follows_symlinks_or_opens_fifos() {
