@@ -125,9 +125,19 @@ pub enum WriteError {
     /// file on disk is the user's; nothing of ours is left.
     #[error("{path}: changed since it was read; left as it is")]
     Conflict { path: PathBuf },
+    /// Another program has the file open for writing: it is still being written, and what
+    /// it writes next would go into the file we replaced. Nothing was changed; its close brings
+    /// another change, and that one is stamped.
+    #[error("{path}: still open for writing by another program; left as it is")]
+    Busy { path: PathBuf },
     /// Read-only, or not ours to write.
     #[error("{path}: read-only; not changed")]
     ReadOnly { path: PathBuf },
+    /// The file cannot be replaced without losing something of the user's: it has several
+    /// hard links (a new file would split them), or metadata a new file cannot be given.
+    /// Nothing was changed.
+    #[error("{path}: not stamped: {why}")]
+    Untaggable { path: PathBuf, why: String },
     /// The path holds no regular file (any more).
     #[error("{path}: not a regular file ({kind}); not changed")]
     NotRegular { path: PathBuf, kind: &'static str },
@@ -142,6 +152,8 @@ impl WriteError {
             // Held open by another program (Windows sharing): not changed, tried again later.
             if sys::is_busy(&source) {
                 WriteError::Conflict { path: path.to_path_buf() }
+            } else if let Some(lost) = sys::metadata_lost(&source) {
+                WriteError::Untaggable { path: path.to_path_buf(), why: lost.to_string() }
             } else if source.kind() == io::ErrorKind::PermissionDenied {
                 WriteError::ReadOnly { path: path.to_path_buf() }
             } else {
@@ -151,22 +163,30 @@ impl WriteError {
     }
 }
 
-/// Replaces `path`, which must hold exactly `expected`, with `new`, atomically.
+/// Replaces `path`, which must hold exactly `expected`, with `new`, atomically — only if
+/// nothing of the user's can be lost by it.
 ///
-/// The new bytes go to a temp file in the same directory (permissions, owner where allowed and
-/// extended attributes copied; `fsync`ed). The content is compared with `expected` just before
-/// the swap, and the swap itself is an exchange (`renameat2(RENAME_EXCHANGE)` on Linux,
-/// `renamex_np(RENAME_SWAP)` on macOS, `ReplaceFileW` with a backup name on Windows), so
-/// whatever was at `path` at that instant is still in hand afterwards: if it is not `expected` —
-/// a user's write slipped in after the check, in place or by rename — it is swapped back and
-/// the call fails with [`WriteError::Conflict`]. A write through a descriptor opened before the
-/// swap is caught by reading the displaced file once more after it is unlinked, and restored.
-/// A file another program holds open without sharing delete (Windows) is a conflict too: not
-/// changed, tried again on its next change.
+/// The file is opened and held first. Where the OS has leases (Linux, a file of ours on a
+/// local file system) a read lease is taken on it: refused while another program has the file
+/// open for writing — it is still being written, and its next write would go into the file we
+/// replace — which fails with [`WriteError::Busy`]; and broken by anyone who opens it for
+/// writing or truncates it from then on. The new bytes go to a temp file in the same directory
+/// (owner, mode, extended attributes copied — or [`WriteError::Untaggable`] if any cannot be;
+/// `fsync`ed). The held file's content is compared with `expected`, and the swap is an exchange
+/// (`renameat2(RENAME_EXCHANGE)` on Linux, `renamex_np(RENAME_SWAP)` on macOS, `ReplaceFileW`
+/// with a backup name on Windows), so whatever was at `path` at that instant is still in hand
+/// afterwards: unless it is the very file we read and checked (same device and inode), with its
+/// lease unbroken, it is swapped back — a user's newer file, a symlink or a directory put there,
+/// a file a writer just opened — and the call fails with [`WriteError::Conflict`]. Without a
+/// lease, a write through a descriptor opened before the swap is caught by reading the
+/// displaced file once more after it is unlinked, and restored. A file another program holds
+/// open without sharing delete (Windows) is a conflict too: not changed, tried again on its
+/// next change.
 ///
-/// Files with several hard links are rewritten in place after the same check, so the links stay
-/// one file. Symlinks (and Windows reparse points that link) are never written through;
-/// read-only files are left alone.
+/// Files with several hard links are never written ([`WriteError::Untaggable`]): a new file
+/// would split the links, and a rewrite in place can leave the file short (a full disk) or
+/// padded (a racing truncate). Symlinks (and Windows reparse points that link) are never
+/// written through; read-only files are left alone.
 pub fn replace_checked(path: &Path, expected: &[u8], new: &[u8]) -> Result<(), WriteError> {
     replace_checked_with_hooks(path, expected, new, &mut Hooks::default())
 }
@@ -177,10 +197,12 @@ pub fn replace_checked(path: &Path, expected: &[u8], new: &[u8]) -> Result<(), W
 struct Hooks<'a> {
     /// Between the content check and the swap.
     before_swap: Option<&'a mut dyn FnMut()>,
-    /// After the displaced file was found unchanged, before it is unlinked.
+    /// After the displaced file was found unchanged, before it is unlinked (without a lease).
     after_check: Option<&'a mut dyn FnMut()>,
     /// Use a plain rename even where an atomic exchange is available.
     plain_rename: bool,
+    /// Take no lease even where leases are available.
+    no_lease: bool,
 }
 
 impl Hooks<'_> {
@@ -231,6 +253,15 @@ impl Drop for Scratch {
     }
 }
 
+/// The file that was read, as the exchange must find it at the path.
+struct Checked {
+    /// Its device and inode (volume and index on Windows).
+    id: (u64, u64),
+    /// The descriptor holding its lease, kept open until the exchange is settled (closing it
+    /// ends the lease); `None` where no lease could be taken.
+    leased: Option<File>,
+}
+
 fn replace_checked_with_hooks(
     path: &Path,
     expected: &[u8],
@@ -246,30 +277,53 @@ fn replace_checked_with_hooks(
         return Err(WriteError::ReadOnly { path: path.to_path_buf() });
     }
     if sys::link_count(path, &meta).map_err(&io_err)? > 1 {
-        return write_in_place(path, expected, new, hooks);
+        let why = "it has several hard links (a new file would split them; a rewrite in place \
+                   could leave it short or padded)";
+        return Err(WriteError::Untaggable { path: path.to_path_buf(), why: why.to_string() });
     }
-    let mut scratch = write_temp_beside(path, new, &meta)?;
-    if read_exact_file(path).map_err(&io_err)? != expected {
+    let mut held = sys::open_read(path).map_err(|e| match sys::refusal_kind(&e) {
+        Some(kind) => WriteError::NotRegular { path: path.to_path_buf(), kind },
+        None => io_err(e),
+    })?;
+    let held_meta = held.metadata().map_err(&io_err)?;
+    if !held_meta.file_type().is_file() {
+        let kind = file_kind(&held_meta);
+        return Err(WriteError::NotRegular { path: path.to_path_buf(), kind });
+    }
+    let mut scratch = write_temp_beside(path, new, &held, &held_meta)?;
+    // Taken before the content check: from here on, a write to the held file breaks it.
+    let lease = if hooks.no_lease { sys::Lease::Unavailable } else { sys::take_lease(&held) };
+    if lease == sys::Lease::Busy {
+        return Err(WriteError::Busy { path: path.to_path_buf() });
+    }
+    if read_all(&mut held).map_err(&io_err)? != expected {
         return Err(WriteError::Conflict { path: path.to_path_buf() });
     }
+    // Without a lease the descriptor is of no more use, and Windows (Wine) will not replace a
+    // file we hold open.
+    let read = Checked {
+        id: sys::file_id(&held).map_err(&io_err)?,
+        leased: (lease == sys::Lease::Held).then_some(held),
+    };
     hooks.before_swap();
     if hooks.plain_rename {
         return rename_and_check(path, &mut scratch, expected);
     }
     match sys::exchange(scratch.temp(), path) {
-        Ok(displaced) => settle_exchange(path, scratch, displaced, expected, new, hooks),
+        Ok(displaced) => settle_exchange(path, scratch, displaced, read, expected, new, hooks),
         Err(e) if sys::exchange_unsupported(&e) => rename_and_check(path, &mut scratch, expected),
         Err(e) if sys::is_busy(&e) => Err(WriteError::Conflict { path: path.to_path_buf() }),
         Err(e) => Err(io_err(e)),
     }
 }
 
-/// After the exchange, `displaced` holds what was at `path`: keep ours only if that was exactly
-/// `expected`.
+/// After the exchange, `displaced` holds what was at `path`: keep ours only if that was the
+/// very file we read, and nobody wrote it.
 fn settle_exchange(
     path: &Path,
     mut scratch: Scratch,
     displaced: PathBuf,
+    read: Checked,
     expected: &[u8],
     new: &[u8],
     hooks: &mut Hooks,
@@ -279,26 +333,40 @@ fn settle_exchange(
     if displaced != temp {
         scratch.keep(&temp); // moved into place
     }
-    scratch.add(displaced.clone());
+    // Until we know what came out of the path, it may be the user's only copy of something
+    // (a newer file, a symlink, a directory): it is never removed unless it is the file read.
     // A scanner may be looking at our backup name for a moment (Windows): wait for it.
-    let mut file = retry_busy(|| sys::open_read(&displaced)).map_err(&io_err)?;
-    if read_all(&mut file).map_err(&io_err)? == expected {
-        hooks.after_check();
-        drop(scratch); // unlinks the displaced file; our descriptor keeps it readable
-        let late = read_all(&mut file).map_err(&io_err)?;
-        if late == expected {
+    let is_read =
+        matches!(retry_busy(|| sys::path_file_id(&displaced)), Ok(Some(id)) if id == read.id);
+    let written = read.leased.as_ref().is_some_and(sys::lease_broken);
+    if is_read && !written {
+        scratch.add(displaced.clone());
+        if let Some(leased) = read.leased {
+            // Nobody had it open for writing when the lease was taken, nobody opened it for
+            // writing since, and its bytes were checked under the lease: nothing can be late.
+            drop(leased); // ends the lease
             return Ok(());
         }
-        // Written through a descriptor opened before the swap: that write is the newest.
-        write_atomically(path, &late)?;
-        return Err(WriteError::Conflict { path: path.to_path_buf() });
+        let mut file = retry_busy(|| sys::open_read(&displaced)).map_err(&io_err)?;
+        if read_all(&mut file).map_err(&io_err)? == expected {
+            hooks.after_check();
+            drop(scratch); // unlinks the displaced file; our descriptor keeps it readable
+            let late = read_all(&mut file).map_err(&io_err)?;
+            if late == expected {
+                return Ok(());
+            }
+            // Written through a descriptor opened before the swap: that write is the newest.
+            write_atomically(path, &late)?;
+            return Err(WriteError::Conflict { path: path.to_path_buf() });
+        }
+        drop(file);
+        scratch.keep(&displaced);
     }
-    drop(file);
-    // A write slipped in between the check and the swap: give the user's file its place back.
-    // Until it is back, the displaced file is the user's only copy: never removed on failure.
-    scratch.keep(&displaced);
+    // Another file, a symlink or a directory was put at the path, or the file read was written
+    // (or is being opened for writing: that writer waits on our lease): give it its place back.
     let ours =
         retry_busy(|| sys::exchange(&displaced, path)).map_err(|e| kept(path, &displaced, e))?;
+    drop(read.leased); // a writer waiting on the lease goes on, into the file back at its path
     scratch.add(ours.clone());
     // If the user also wrote into ours meanwhile, that write is newer still: keep it instead.
     if read_exact_file(&ours).map_err(&io_err)? != new {
@@ -310,7 +378,9 @@ fn settle_exchange(
 }
 
 /// Where the kernel or file system cannot exchange: rename, then check the old file (kept open)
-/// for a write that slipped in between the check and the rename, and restore it if so.
+/// for a write that slipped in between the check and the rename, and restore it if so. (A
+/// writer that opens the file in the instant of the rename cannot be put back: that is what
+/// the exchange is for.)
 fn rename_and_check(path: &Path, scratch: &mut Scratch, expected: &[u8]) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
     let mut old = sys::open_read(path).map_err(&io_err)?;
@@ -330,38 +400,13 @@ fn rename_and_check(path: &Path, scratch: &mut Scratch, expected: &[u8]) -> Resu
     Ok(())
 }
 
-/// Hard-linked files: check and rewrite the one inode, so every link sees the change.
-fn write_in_place(
-    path: &Path,
-    expected: &[u8],
-    new: &[u8],
-    hooks: &mut Hooks,
-) -> Result<(), WriteError> {
-    let io_err = WriteError::io(path);
-    let mut file = sys::open_read_write(path).map_err(|e| match sys::refusal_kind(&e) {
-        Some(kind) => WriteError::NotRegular { path: path.to_path_buf(), kind },
-        None if sys::is_busy(&e) => WriteError::Conflict { path: path.to_path_buf() },
-        None => io_err(e),
-    })?;
-    if read_all(&mut file).map_err(&io_err)? != expected {
-        return Err(WriteError::Conflict { path: path.to_path_buf() });
-    }
-    hooks.before_swap();
-    if read_all(&mut file).map_err(&io_err)? != expected {
-        return Err(WriteError::Conflict { path: path.to_path_buf() });
-    }
-    file.rewind().map_err(&io_err)?;
-    file.write_all(new).map_err(&io_err)?;
-    file.set_len(new.len() as u64).map_err(&io_err)?;
-    file.sync_all().map_err(&io_err)
-}
-
 /// Unconditional atomic replace (temp file + rename), used to put a user's bytes back. If the
 /// rename cannot happen, the bytes stay in the temp file and the error says where.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
-    let meta = std::fs::symlink_metadata(path).map_err(&io_err)?;
-    let mut scratch = write_temp_beside(path, bytes, &meta)?;
+    let from = sys::open_read(path).map_err(&io_err)?;
+    let meta = from.metadata().map_err(&io_err)?;
+    let mut scratch = write_temp_beside(path, bytes, &from, &meta)?;
     let temp = scratch.temp().to_path_buf();
     scratch.keep(&temp);
     retry_busy(|| std::fs::rename(&temp, path)).map_err(|e| kept(path, &temp, e))
@@ -389,9 +434,14 @@ fn retry_busy<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     }
 }
 
-/// A synced temp file in `path`'s directory holding `bytes`, with `meta`'s permissions, owner
-/// and extended attributes (see [`sys::copy_metadata`]).
-fn write_temp_beside(path: &Path, bytes: &[u8], meta: &Metadata) -> Result<Scratch, WriteError> {
+/// A synced temp file in `path`'s directory holding `bytes`, with the owner, mode and extended
+/// attributes of `from` (open on `path`; its metadata is `meta`; see [`sys::copy_metadata`]).
+fn write_temp_beside(
+    path: &Path,
+    bytes: &[u8],
+    from: &File,
+    meta: &Metadata,
+) -> Result<Scratch, WriteError> {
     let io_err = WriteError::io(path);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -404,7 +454,7 @@ fn write_temp_beside(path: &Path, bytes: &[u8], meta: &Metadata) -> Result<Scrat
         .tempfile_in(dir)
         .map_err(&io_err)?;
     tmp.write_all(bytes).map_err(&io_err)?;
-    sys::copy_metadata(path, meta, tmp.as_file(), tmp.path()).map_err(&io_err)?;
+    sys::copy_metadata(from, meta, tmp.as_file(), tmp.path()).map_err(&io_err)?;
     tmp.as_file().sync_all().map_err(&io_err)?;
     // Closed before the swap: Windows cannot move a file we hold open without sharing.
     let (_, temp) = tmp.keep().map_err(|e| io_err(e.error))?;
@@ -486,46 +536,92 @@ mod tests {
     }
 
     /// A user's write between our check and our swap, in place or by rename: the swap must not
-    /// win over it, with the atomic exchange and with the plain-rename fallback alike.
+    /// win over it, with the atomic exchange and with the plain-rename fallback alike, with a
+    /// lease and without.
     #[test]
     fn a_write_between_check_and_swap_survives() {
-        for plain_rename in [false, true] {
-            for by_rename in [false, true] {
-                if plain_rename && by_rename {
-                    // A rename over the path just before a plain rename cannot be detected
-                    // afterwards; that is why the exchange exists.
-                    continue;
+        for no_lease in [false, true] {
+            for plain_rename in [false, true] {
+                for by_rename in [false, true] {
+                    write_between_check_and_swap(no_lease, plain_rename, by_rename);
                 }
-                let dir = tempfile::tempdir().unwrap();
-                let p = dir.path().join("a.py");
-                std::fs::write(&p, "v1 # @claude x\n").unwrap();
-                let mut write = || {
-                    if by_rename {
-                        let staged = dir.path().join("staged");
-                        std::fs::write(&staged, "v2 by rename\n").unwrap();
-                        std::fs::rename(&staged, &p).unwrap();
-                    } else {
-                        std::fs::write(&p, "v2 in place\n").unwrap();
-                    }
-                };
-                let mut hooks =
-                    Hooks { before_swap: Some(&mut write), plain_rename, ..Hooks::default() };
-                let err =
-                    replace_checked_with_hooks(&p, b"v1 # @claude x\n", b"stamped", &mut hooks)
-                        .unwrap_err();
-                // Wine will not rename over a file we hold open (Windows does, with the share
-                // modes std opens with): refused there, and the user's write survives all the same.
-                let wine_refused = cfg!(windows) && plain_rename && is_read_only(&err);
-                assert!(matches!(err, WriteError::Conflict { .. }) || wine_refused, "{err}");
-                let want: &[u8] = if by_rename { b"v2 by rename\n" } else { b"v2 in place\n" };
-                assert_eq!(
-                    std::fs::read(&p).unwrap(),
-                    want,
-                    "plain_rename={plain_rename} by_rename={by_rename}"
-                );
-                assert!(leftovers(dir.path()).is_empty());
             }
         }
+    }
+
+    fn write_between_check_and_swap(no_lease: bool, plain_rename: bool, by_rename: bool) {
+        let case = format!("no_lease={no_lease} plain_rename={plain_rename} by_rename={by_rename}");
+        // A writer that opens the file under a lease waits for it (see below).
+        let waits = !no_lease && !by_rename && leases_here();
+        if plain_rename && (by_rename || waits) {
+            // A rename over the path just before a plain rename, or a writer that opened the
+            // file in its instant, cannot be found afterwards; that is why the exchange exists.
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.py");
+        std::fs::write(&p, "v1 # @claude x\n").unwrap();
+        let mut writer = None;
+        let mut write = || {
+            if by_rename {
+                let staged = dir.path().join("staged");
+                std::fs::write(&staged, "v2 by rename\n").unwrap();
+                std::fs::rename(&staged, &p).unwrap();
+            } else if waits {
+                // Its open waits until our lease ends: write from another thread, and go on
+                // once the kernel says the lease is being broken.
+                let p = p.clone();
+                writer = Some(std::thread::spawn(move || std::fs::write(p, "v2 in place\n")));
+                wait_for_lease_break(&dir.path().join("a.py"));
+            } else {
+                std::fs::write(&p, "v2 in place\n").unwrap();
+            }
+        };
+        let mut hooks =
+            Hooks { before_swap: Some(&mut write), plain_rename, no_lease, ..Hooks::default() };
+        let err = replace_checked_with_hooks(&p, b"v1 # @claude x\n", b"stamped", &mut hooks)
+            .unwrap_err();
+        if let Some(writer) = writer {
+            writer.join().unwrap().unwrap();
+        }
+        // Wine will not rename over a file we hold open (Windows does, with the share
+        // modes std opens with): refused there, and the user's write survives all the same.
+        let wine_refused = cfg!(windows) && plain_rename && is_read_only(&err);
+        assert!(matches!(err, WriteError::Conflict { .. }) || wine_refused, "{case}: {err}");
+        let want: &[u8] = if by_rename { b"v2 by rename\n" } else { b"v2 in place\n" };
+        assert_eq!(std::fs::read(&p).unwrap(), want, "{case}");
+        assert!(leftovers(dir.path()).is_empty(), "{case}");
+    }
+
+    /// True if this OS and file system give leases (Linux, a file of ours).
+    fn leases_here() -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("probe");
+        std::fs::write(&p, "").unwrap();
+        sys::take_lease(&File::open(&p).unwrap()) == sys::Lease::Held
+    }
+
+    /// Waits until `/proc/locks` shows the lease on `path` being broken.
+    fn wait_for_lease_break(path: &Path) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let ino = format!(":{} ", std::fs::metadata(path).unwrap().ino());
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while std::time::Instant::now() < deadline {
+                let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+                if locks
+                    .lines()
+                    .any(|l| l.contains("LEASE") && l.contains("BREAK") && l.contains(&ino))
+                {
+                    return;
+                }
+                std::thread::yield_now();
+            }
+            panic!("the lease on {} was never broken", path.display());
+        }
+        #[cfg(not(unix))]
+        let _ = path;
     }
 
     fn is_read_only(err: &WriteError) -> bool {
@@ -548,10 +644,12 @@ mod tests {
             f.set_len(0).unwrap();
             f.write_all(b"v2 late\n").unwrap();
         };
+        // Without a lease: with one, the open itself would wait for the lease to end.
         let mut hooks = Hooks {
             before_swap: Some(&mut open),
             after_check: Some(&mut write),
             plain_rename: false,
+            no_lease: true,
         };
         let err = replace_checked_with_hooks(&p, b"v1\n", b"stamped\n", &mut hooks).unwrap_err();
         assert!(matches!(err, WriteError::Conflict { .. }), "{err}");
@@ -560,15 +658,17 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn hard_links_stay_joined_symlinks_and_read_only_files_are_refused() {
+    fn hard_linked_symlinks_and_read_only_files_are_refused() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a.py");
         let b = dir.path().join("b.py");
-        std::fs::write(&a, "old").unwrap();
+        std::fs::write(&a, "new").unwrap();
         std::fs::hard_link(&a, &b).unwrap();
-        replace_checked(&a, b"old", b"new").unwrap();
+        let err = replace_checked(&a, b"new", b"stamped").unwrap_err();
+        assert!(matches!(err, WriteError::Untaggable { .. }), "{err}");
         assert_eq!(std::fs::read(&b).unwrap(), b"new");
+        std::fs::remove_file(&b).unwrap();
 
         let link = dir.path().join("link.py");
         std::os::unix::fs::symlink(&a, &link).unwrap();

@@ -326,13 +326,16 @@ impl<'t> LivePipeline<'t> {
                 claimed.into_iter().map(|m| ask(m, true)).collect()
             }
             Err(e) if is_conflict(&e) => {
-                tracing::debug!(
-                    "{}: changed or gone while stamping; its own event follows",
-                    path.display()
-                );
+                tracing::debug!("{e}; its own event follows");
                 let ids: Vec<MarkerId> = stamps.iter().map(|s| s.id).collect();
                 self.asks.update(|records| records.retain(|r| !ids.contains(&r.id)));
-                self.remember(path, bytes);
+                if matches!(e, WriteError::Busy { .. }) {
+                    // Still being written: its writer's close brings the next change, which
+                    // must look again even if nothing more was written.
+                    self.last_seen.remove(path);
+                } else {
+                    self.remember(path, bytes);
+                }
                 Vec::new()
             }
             Err(e) => {
@@ -349,12 +352,15 @@ impl<'t> LivePipeline<'t> {
     }
 }
 
-/// A write that lost to the user: the file changed, or is gone from its path (deleted, renamed
-/// away with its directory, replaced by a directory or a symlink). Its new state brings its own
-/// event; nothing is announced for the old one.
+/// A write that lost to the user: the file changed, is still being written (open for writing
+/// by another program), or is gone from its path (deleted, renamed away with its directory,
+/// replaced by a directory or a symlink). Its new state brings its own event (a writer's close
+/// does); nothing is announced for the old one.
 fn is_conflict(e: &WriteError) -> bool {
     match e {
-        WriteError::Conflict { .. } | WriteError::NotRegular { .. } => true,
+        WriteError::Conflict { .. } | WriteError::Busy { .. } | WriteError::NotRegular { .. } => {
+            true
+        }
         WriteError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
         _ => false,
     }

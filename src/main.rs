@@ -309,7 +309,7 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
         view.stamped = Some(ask.stamped);
         writeln!(out, "{}", serde_json::to_string(&view)?)?;
     } else {
-        let id = ask.id().map_or_else(|| "not stamped: read-only".to_string(), |id| id.to_string());
+        let id = ask.id().map_or_else(|| "not stamped".to_string(), |id| id.to_string());
         writeln!(
             out,
             "{}:{}  {}  [{id}]",

@@ -81,7 +81,8 @@ work, make the change in the code. When you are done, call the resolve_ask tool 
 id (or delete the whole marker comment yourself) so the file is clean; the marker was tagged \
 @claude[fw-…] when it was delivered, and a tagged marker never fires again. list_asks shows the \
 asks still open in the tree. If a message has no replyTo, the file could not be tagged \
-(read-only): handle the ask, and tell the user to remove the marker.";
+(read-only, hard-linked, or with metadata a new file could not keep): handle the ask, and tell the \
+user to remove the marker.";
 
 /// State shared by the handler, the announcer and the tools.
 struct Shared {

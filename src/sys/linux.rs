@@ -1,4 +1,5 @@
-//! Linux: `renameat2(RENAME_EXCHANGE)`, extended attributes by `f*xattr`, inotify per directory.
+//! Linux: `renameat2(RENAME_EXCHANGE)`, read leases for "nobody is writing it", extended
+//! attributes by `f*xattr`, inotify per directory.
 
 use std::fs::File;
 use std::io;
@@ -6,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use super::{c_path, check};
-use crate::sys::WatchMode;
+use crate::sys::{Lease, MetadataLost, WatchMode};
 
 /// A name for files in the directory `dir` is open on that does not walk its path again:
 /// `/proc/self/fd/N` (the kernel resolves it to the open directory itself).
@@ -36,22 +37,78 @@ pub fn exchange(a: &Path, b: &Path) -> io::Result<PathBuf> {
     check(rc as libc::c_int).map(|()| a.to_path_buf())
 }
 
-/// Copies the extended attributes a file's owner may set: `user.*` and the POSIX ACL.
-/// `security.*` (SELinux labels, capabilities) and `trusted.*` are the policy's and root's, and
-/// other `system.*` ones (NFSv4 ACLs) are the file system's: the new file gets what it gives
-/// any editor's save.
+/// Takes a read lease on `file` (open read-only). A read lease, not a write lease: it is
+/// refused (`EAGAIN`) only while someone has the file open for *writing*, and broken only by an
+/// open for writing or a truncate — so an editor or a language server that merely keeps the
+/// file open for reading never keeps it from being stamped, as a write lease's "nobody has it
+/// open at all" would. Only the file's owner (or `CAP_LEASE`) may take one, and only where the
+/// file system supports it (not NFS, not FUSE): otherwise [`Lease::Unavailable`].
+///
+/// A broken lease signals its holder with SIGIO, whose default action ends the process: a
+/// handler that does nothing is installed first (the break is read with [`lease_broken`]).
+pub fn take_lease(file: &File) -> Lease {
+    static SIGIO_HANDLED: std::sync::Once = std::sync::Once::new();
+    SIGIO_HANDLED.call_once(ignore_sigio);
+    // SAFETY: a plain fcntl on an open descriptor.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) } == 0 {
+        return Lease::Held;
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Lease::Busy,
+        _ => Lease::Unavailable, // EACCES (not ours), EINVAL (file system), ENOLCK, ...
+    }
+}
+
+/// True if the lease [`take_lease`] took on `file` is being broken: someone is opening the
+/// file for writing (and waits for us to close `file`) or truncating it.
+pub fn lease_broken(file: &File) -> bool {
+    // SAFETY: a plain fcntl on an open descriptor.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLEASE) != libc::F_RDLCK }
+}
+
+/// Installs a SIGIO handler that does nothing, unless the program has one already. A handler
+/// rather than `SIG_IGN`: an ignored signal stays ignored in the programs we start (git).
+fn ignore_sigio() {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: zeroed `sigaction` structs are valid; `nothing` is async-signal-safe.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGIO, std::ptr::null(), &mut old) != 0
+            || old.sa_sigaction != libc::SIG_DFL
+        {
+            return;
+        }
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGIO, &action, std::ptr::null_mut());
+    }
+}
+
+/// Copies every extended attribute: `user.*`, the POSIX ACL (`system.posix_acl_access`),
+/// `security.*` (SELinux labels, capabilities, IMA) and `trusted.*`. One the new file already
+/// holds with the same value (a label the policy gave it) is left as it is; one that cannot be
+/// set (`EPERM`: not root; `ENOTSUP`) is [`MetadataLost`], never silently dropped.
 pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
     for name in list(from)? {
-        let bytes = name.to_bytes();
-        if !(bytes.starts_with(b"user.") || bytes == b"system.posix_acl_access") {
+        let Some(value) = get(from, &name)? else { continue };
+        if get(to, &name)?.as_ref() == Some(&value) {
             continue;
         }
-        let Some(value) = get(from, &name)? else { continue };
         // SAFETY: `name` is NUL-terminated, `value` is a valid buffer of its length.
         let rc = unsafe {
             libc::fsetxattr(to.as_raw_fd(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0)
         };
-        check(rc).map_err(|e| xattr_error(e, &name))?;
+        if let Err(e) = check(rc) {
+            return Err(match e.raw_os_error() {
+                Some(libc::EPERM | libc::EACCES | libc::ENOTSUP | libc::EINVAL) => {
+                    let what = format!("extended attribute {} ({e})", name.to_string_lossy());
+                    io::Error::other(MetadataLost(what))
+                }
+                _ => xattr_error(e, &name),
+            });
+        }
     }
     Ok(())
 }

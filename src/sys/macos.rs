@@ -40,6 +40,17 @@ pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
     }
 }
 
+/// macOS has no leases: whether another program is writing the file is not known (see
+/// `fsio::replace_checked` for what is checked instead).
+pub fn take_lease(_file: &File) -> crate::sys::Lease {
+    crate::sys::Lease::Unavailable
+}
+
+/// Never held, never broken.
+pub fn lease_broken(_file: &File) -> bool {
+    false
+}
+
 /// Why watching `root` may hear nothing, if it may: nothing known on macOS.
 pub fn watch_caveat(_root: &Path) -> Option<String> {
     None

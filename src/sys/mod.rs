@@ -7,7 +7,8 @@
 //! |---|---|---|---|
 //! | open, no follow, no block | `O_NOFOLLOW \| O_NONBLOCK` | same | `FILE_FLAG_OPEN_REPARSE_POINT`, disk files only |
 //! | atomic exchange | `renameat2(RENAME_EXCHANGE)` | `renamex_np(RENAME_SWAP)` | `ReplaceFileW` with a backup name |
-//! | metadata carried | mode, owner, xattrs (ACLs) | mode, owner, xattrs (`com.apple.*`, ACLs) | `ReplaceFileW` keeps ACLs, streams, attributes |
+//! | metadata carried | owner, mode (setuid/setgid/sticky), all xattrs (ACLs, `security.*`) | owner, mode, xattrs (`com.apple.*`, ACLs) | `ReplaceFileW` keeps ACLs, streams, attributes |
+//! | "nobody is writing it" | read lease `F_SETLEASE F_RDLCK` (local fs) | not known | sharing violations |
 //! | watching | one inotify watch per directory, no read events (our own reader) | one recursive FSEvents stream | one recursive `ReadDirectoryChangesW` |
 //! | a file's directory, held | `openat(O_NOFOLLOW)` per component, named by `/proc/self/fd` | same, named by path (checked by inode) | handles without `FILE_SHARE_DELETE` up to the root |
 //! | busy (retry later) | never | never | sharing violations |
@@ -27,10 +28,42 @@ mod windows;
 use windows as imp;
 
 pub use imp::{
-    copy_metadata, dir_beneath, exchange, exchange_unsupported, is_busy, is_watch_limit,
-    link_count, open_read, open_read_write, plain_path, refusal_kind, same_dir, slash_path,
-    special_kind, watch_caveat, writable, WATCH_MODE,
+    copy_metadata, dir_beneath, exchange, exchange_unsupported, file_id, is_busy, is_watch_limit,
+    lease_broken, link_count, open_read, path_file_id, plain_path, refusal_kind, same_dir,
+    slash_path, special_kind, take_lease, watch_caveat, writable, WATCH_MODE,
 };
+
+/// What [`take_lease`] learnt about the other programs that have a file open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// Nobody has the file open for writing, and whoever opens it for writing (or truncates
+    /// it) from now on waits until the descriptor holding the lease is closed, and breaks the
+    /// lease ([`lease_broken`]).
+    Held,
+    /// Someone has the file open for writing: it is still being written.
+    Busy,
+    /// The OS or file system has no leases, or not for this file (not ours: only a file's
+    /// owner may take one).
+    Unavailable,
+}
+
+/// Metadata a new file could not be given (an owner, mode bits, an extended attribute): a
+/// replace would strip it from the user's file.
+#[derive(Debug)]
+pub struct MetadataLost(pub String);
+
+impl std::fmt::Display for MetadataLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "its {} cannot be carried over to a new file", self.0)
+    }
+}
+
+impl std::error::Error for MetadataLost {}
+
+/// The metadata `e` says could not be carried over, if that is what it says.
+pub fn metadata_lost(e: &std::io::Error) -> Option<&MetadataLost> {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<MetadataLost>())
+}
 
 /// A directory under the root, reached without following a symlink in any component, held
 /// open so that it cannot be swapped for another one while we work in it: [`Beneath::path`]

@@ -7,7 +7,7 @@ use std::fs::{File, FileType, Metadata, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -17,7 +17,7 @@ mod os;
 #[path = "macos.rs"]
 mod os;
 
-pub use os::{exchange, watch_caveat, WATCH_MODE};
+pub use os::{exchange, lease_broken, take_lease, watch_caveat, WATCH_MODE};
 
 /// Opens `rel` (a directory under `root`) one component at a time, each relative to the one
 /// before and with `O_NOFOLLOW | O_DIRECTORY`: a symlink anywhere below the root fails
@@ -58,17 +58,24 @@ pub fn open_read(path: &Path) -> io::Result<File> {
     open(path, false)
 }
 
-/// [`open_read`], for reading and writing in place.
-pub fn open_read_write(path: &Path) -> io::Result<File> {
-    open(path, true)
-}
-
 fn open(path: &Path, write: bool) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
         .write(write)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
+}
+
+/// What makes an open file the file it is: device and inode.
+pub fn file_id(file: &File) -> io::Result<(u64, u64)> {
+    let meta = file.metadata()?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// [`file_id`] of what is at `path` (not followed), or `None` if that is no regular file.
+pub fn path_file_id(path: &Path) -> io::Result<Option<(u64, u64)>> {
+    let meta = std::fs::symlink_metadata(path)?;
+    Ok(meta.is_file().then(|| (meta.dev(), meta.ino())))
 }
 
 /// The kind of file an open refused to go through: `open(O_NOFOLLOW)` on a symlink fails with
@@ -102,15 +109,30 @@ pub fn writable(path: &Path) -> bool {
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
-/// Gives `to` (a new file beside `from`) `from`'s mode, owner where allowed, and extended
-/// attributes (with them POSIX ACLs on Linux; xattrs and ACLs via `fcopyfile` on macOS).
-pub fn copy_metadata(from: &Path, meta: &Metadata, to: &File, _to_path: &Path) -> io::Result<()> {
-    to.set_permissions(meta.permissions())?;
-    // Keep the owner when we may (only root may give a file away); otherwise the file simply
-    // becomes ours, as with any editor's atomic save.
-    let _ = std::os::unix::fs::fchown(to, Some(meta.uid()), Some(meta.gid()));
-    let source = open_read(from)?;
-    os::copy_xattrs(&source, to)
+/// Gives `to` (a new file beside `from`, already written) all of `from`'s metadata: owner and
+/// group, then the mode with its setuid/setgid/sticky bits (a `chown` clears setuid/setgid, so
+/// it comes first), then the extended attributes (on Linux all of them: `user.*`, the POSIX
+/// ACL, `security.*` and `trusted.*`; xattrs and ACLs via `fcopyfile` on macOS). Whatever
+/// cannot be carried over (another owner when we are not root, a setgid bit for a group we
+/// are not in, a `security.*` attribute the policy keeps) fails with [`super::MetadataLost`]:
+/// a stamp must not strip it.
+pub fn copy_metadata(from: &File, meta: &Metadata, to: &File, _to_path: &Path) -> io::Result<()> {
+    let lost = |what: String| io::Error::other(super::MetadataLost(what));
+    let now = to.metadata()?;
+    if (now.uid(), now.gid()) != (meta.uid(), meta.gid()) {
+        // Only root may give a file away; an owner may pick a group they are in.
+        std::os::unix::fs::fchown(to, Some(meta.uid()), Some(meta.gid()))
+            .map_err(|e| lost(format!("owner {}:{} ({e})", meta.uid(), meta.gid())))?;
+    }
+    let mode = meta.mode() & 0o7777;
+    to.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    os::copy_xattrs(from, to)?;
+    // The kernel drops a setgid bit it does not allow without an error: look.
+    let got = to.metadata()?.mode() & 0o7777;
+    if got != mode {
+        return Err(lost(format!("mode {mode:o} (a new file gets {got:o})")));
+    }
+    Ok(())
 }
 
 /// True if `e` says the file system cannot exchange two names (then a checked rename is used).

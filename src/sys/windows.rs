@@ -53,11 +53,6 @@ pub fn open_read(path: &Path) -> io::Result<File> {
     open(path, false)
 }
 
-/// [`open_read`], for reading and writing in place.
-pub fn open_read_write(path: &Path) -> io::Result<File> {
-    open(path, true)
-}
-
 fn open(path: &Path, write: bool) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).write(write);
@@ -74,14 +69,44 @@ fn open(path: &Path, write: bool) -> io::Result<File> {
         return Ok(file);
     }
     let through = options.open(path)?;
-    if file_id(&through)? != file_id(&file)? {
+    if volume_and_index(&through)? != volume_and_index(&file)? {
         return Err(refused("symlink")); // swapped between the two opens
     }
     Ok(through)
 }
 
+/// What makes an open file the file it is: the volume and the file index.
+pub fn file_id(file: &File) -> io::Result<(u64, u64)> {
+    let (volume, high, low) = volume_and_index(file)?;
+    Ok((volume.into(), (u64::from(high) << 32) | u64::from(low)))
+}
+
+/// [`file_id`] of what is at `path` (not followed), or `None` if that is no regular file.
+pub fn path_file_id(path: &Path) -> io::Result<Option<(u64, u64)>> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_file() || meta.file_type().is_symlink() {
+        return Ok(None);
+    }
+    match open_read(path) {
+        Ok(file) => file_id(&file).map(Some),
+        Err(e) if refusal_kind(&e).is_some() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Windows has no leases; a program that holds the file open without sharing delete makes
+/// the replace fail with a sharing violation, which is "busy" already (see [`is_busy`]).
+pub fn take_lease(_file: &File) -> crate::sys::Lease {
+    crate::sys::Lease::Unavailable
+}
+
+/// Never held, never broken.
+pub fn lease_broken(_file: &File) -> bool {
+    false
+}
+
 /// The volume and file index: what makes a file the same file on Windows.
-fn file_id(file: &File) -> io::Result<(u32, u32, u32)> {
+fn volume_and_index(file: &File) -> io::Result<(u32, u32, u32)> {
     let info = handle_info(file)?;
     Ok((info.dwVolumeSerialNumber, info.nFileIndexHigh, info.nFileIndexLow))
 }
@@ -121,7 +146,7 @@ pub fn writable(path: &Path) -> bool {
 /// Gives `to` (a new file beside `from`) `from`'s attributes (hidden, system, archive, not
 /// indexed; never tempfile's "temporary"). ACLs and alternate streams are carried by
 /// `ReplaceFileW` itself.
-pub fn copy_metadata(_from: &Path, meta: &Metadata, _to: &File, to_path: &Path) -> io::Result<()> {
+pub fn copy_metadata(_from: &File, meta: &Metadata, _to: &File, to_path: &Path) -> io::Result<()> {
     let keep = FILE_ATTRIBUTE_ARCHIVE
         | FILE_ATTRIBUTE_HIDDEN
         | FILE_ATTRIBUTE_SYSTEM
