@@ -939,6 +939,46 @@ mod tests {
         assert!(live.process(&p, None).is_empty(), "announced twice");
     }
 
+    /// A file with several names cannot be stamped safely: its ask goes out untagged, once,
+    /// and both names keep the user's bytes.
+    #[cfg(unix)]
+    #[test]
+    fn a_hard_linked_file_is_announced_once_unstamped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.py");
+        std::fs::write(&p, "# @claude linked\n").unwrap();
+        std::fs::hard_link(&p, live.root.join("b.txt")).unwrap();
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1);
+        assert!(!asks[0].stamped && asks[0].id().is_none());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude linked\n");
+        std::fs::write(&p, "# @claude linked\n").unwrap();
+        live.last_seen.clear();
+        assert!(live.process(&p, None).is_empty(), "announced twice");
+    }
+
+    /// A file another program still has open for writing is left alone and nothing is
+    /// announced; the change its close brings stamps it — even with no byte written since.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_being_written_is_stamped_when_its_writer_closes() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.py");
+        let mut writer = std::fs::File::create(&p).unwrap();
+        writer.write_all(b"# @claude slow\n").unwrap();
+        assert!(live.process(&p, None).is_empty(), "announced while being written");
+        assert!(live.asks.snapshot().is_empty());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude slow\n");
+        drop(writer);
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1);
+        assert!(asks[0].stamped);
+        assert!(std::fs::read_to_string(&p).unwrap().starts_with("# @claude[fw-"));
+    }
+
     /// No room to deliver: the marker stays untagged, unrecorded, and is found next time.
     #[test]
     fn no_room_no_stamp() {
