@@ -1,5 +1,8 @@
 //! The cost of a stamp on a 100 KB file: the pure splice alone, and the whole
 //! read → scan → splice → checked atomic replace (temp file, fsync, exchange) that `stamp` does.
+//! On Linux also the cost of the open-writer check on a 5 KB file: the read lease that
+//! `replace_checked` takes and checks (`F_SETLEASE F_RDLCK`, `F_GETLEASE`), against the same
+//! open and close without it, and the whole `replace_checked` for scale.
 //!
 //! `cargo bench --bench stamp`
 
@@ -42,9 +45,46 @@ fn bench_stamp(c: &mut Criterion) {
     });
 }
 
+/// The open-writer check alone: what a stamp pays for its lease is the difference between
+/// "open, lease, check, close" and "open, close".
+#[cfg(target_os = "linux")]
+fn bench_lease(c: &mut Criterion) {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("five.py");
+    let five_kb: Vec<u8> =
+        b"x = 1  # a line of code\n".iter().copied().cycle().take(5 * 1024).collect();
+    std::fs::write(&path, &five_kb).unwrap();
+    c.bench_function("lease/open+close 5KB (no check)", |b| {
+        b.iter(|| drop(std::fs::File::open(&path).unwrap()))
+    });
+    c.bench_function("lease/open+F_SETLEASE+F_GETLEASE+close 5KB", |b| {
+        b.iter(|| {
+            let file = std::fs::File::open(&path).unwrap();
+            // SAFETY: plain fcntls on an open descriptor.
+            unsafe {
+                assert_eq!(libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK), 0);
+                assert_eq!(libc::fcntl(file.as_raw_fd(), libc::F_GETLEASE), libc::F_RDLCK);
+            }
+        })
+    });
+    let stamped = [b"# @claude[fw-00000000] x\n".as_slice(), &five_kb].concat();
+    let original = [b"# @claude x\n".as_slice(), &five_kb].concat();
+    c.bench_function("lease/replace_checked 5KB (lease, fsync, exchange)", |b| {
+        b.iter_batched(
+            || std::fs::write(&path, &original).unwrap(),
+            |()| filewatch_mcp::replace_checked(&path, &original, &stamped).unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+}
+
+#[cfg(not(target_os = "linux"))]
+fn bench_lease(_c: &mut Criterion) {}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30);
-    targets = bench_stamp
+    targets = bench_stamp, bench_lease
 }
 criterion_main!(benches);

@@ -52,3 +52,32 @@ fn a_shell_writing_across_a_pause_keeps_both_lines_and_asks_once() {
     let id = asks_of_f[0]["id"].as_str().unwrap_or_default().to_string();
     assert!(now.contains(&id), "announced {id}, the file holds {now:?}");
 }
+
+/// A file still open for writing is left alone; the writer's close — with nothing more
+/// written — is itself the change that stamps it: the watcher passes close-write events on.
+#[test]
+fn a_writers_close_alone_brings_the_stamp() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let args = ["--debounce", "100ms", "--log-level", "debug"];
+    let watch = WatchProcess::start(&root, &args, &[], DEADLINE);
+    let path = root.join("slow.py");
+    let mut writer = std::fs::File::create(&path).unwrap();
+    writer.write_all(b"# @claude written slowly\n").unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let line = watch.log.recv_timeout(DEADLINE).expect("a log line");
+        if line.contains("slow.py") && line.contains("still open for writing") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the open file was never looked at");
+    }
+    assert!(watch.asks.try_recv().is_err(), "announced while still being written");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "# @claude written slowly\n");
+    drop(writer);
+    let ask = watch.asks.recv_timeout(DEADLINE).expect("the ask, once the writer closed");
+    assert_eq!(ask["file"], "slow.py");
+    let now = std::fs::read_to_string(&path).unwrap();
+    assert!(now.starts_with("# @claude[fw-"), "not stamped: {now:?}");
+}
