@@ -827,14 +827,25 @@ mod tests {
                 .stderr(std::process::Stdio::null())
                 .status()
                 .ok()?;
-            status.success().then_some(SmallDisk(dir))
+            // Not `then_some`: that would make (and drop, unmounting) a SmallDisk either way.
+            if status.success() {
+                Some(SmallDisk(dir))
+            } else {
+                None
+            }
         }
 
-        /// Writes a file until the disk is full.
+        /// Writes a file until the disk is full (never more than the disk's 1 MB and a bit:
+        /// if the mount did not happen, this is not the place to fill).
         fn fill(&self) {
             let mut filler = File::create(self.0.path().join("filler")).unwrap();
             let chunk = vec![b'f'; 4096];
-            while filler.write_all(&chunk).is_ok() {}
+            for _ in 0..(2 * 1024 * 1024 / chunk.len()) {
+                if filler.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+            panic!("2 MB written to a 1 MB disk: not the small tmpfs");
         }
     }
 
