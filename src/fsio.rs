@@ -175,8 +175,8 @@ impl WriteError {
 /// `fsync`ed). The held file's content is compared with `expected`, and the swap is an exchange
 /// (`renameat2(RENAME_EXCHANGE)` on Linux, `renamex_np(RENAME_SWAP)` on macOS, `ReplaceFileW`
 /// with a backup name on Windows), so whatever was at `path` at that instant is still in hand
-/// afterwards: unless it is the very file we read and checked (same device and inode), with its
-/// lease unbroken, it is swapped back — a user's newer file, a symlink or a directory put there,
+/// afterwards: unless it is the very file we read and checked (same device and inode; on
+/// Windows, a regular file with the checked content), with its lease unbroken, it is swapped back — a user's newer file, a symlink or a directory put there,
 /// a file a writer just opened — and the call fails with [`WriteError::Conflict`]. Without a
 /// lease, a write through a descriptor opened before the swap is caught by reading the
 /// displaced file once more after it is unlinked, and restored. A file another program holds
@@ -336,8 +336,10 @@ fn settle_exchange(
     // Until we know what came out of the path, it may be the user's only copy of something
     // (a newer file, a symlink, a directory): it is never removed unless it is the file read.
     // A scanner may be looking at our backup name for a moment (Windows): wait for it.
-    let is_read =
-        matches!(retry_busy(|| sys::path_file_id(&displaced)), Ok(Some(id)) if id == read.id);
+    let is_read = match retry_busy(|| sys::path_file_id(&displaced)) {
+        Ok(Some(id)) => id == read.id || !sys::SWAP_KEEPS_FILE_IDS,
+        Ok(None) | Err(_) => false, // a symlink, a directory, or gone
+    };
     let written = read.leased.as_ref().is_some_and(sys::lease_broken);
     if is_read && !written {
         scratch.add(displaced.clone());

@@ -66,6 +66,9 @@ fn open(path: &Path, write: bool) -> io::Result<File> {
         .open(path)
 }
 
+/// The exchange moves names, never files: what it displaced has the device and inode it had.
+pub const SWAP_KEEPS_FILE_IDS: bool = true;
+
 /// What makes an open file the file it is: device and inode.
 pub fn file_id(file: &File) -> io::Result<(u64, u64)> {
     let meta = file.metadata()?;

@@ -75,6 +75,10 @@ fn open(path: &Path, write: bool) -> io::Result<File> {
     Ok(through)
 }
 
+/// `ReplaceFileW` documents that the replacement "assumes the name of the replaced file and
+/// its identity": the displaced file's id is not relied on (its content is checked instead).
+pub const SWAP_KEEPS_FILE_IDS: bool = false;
+
 /// What makes an open file the file it is: the volume and the file index.
 pub fn file_id(file: &File) -> io::Result<(u64, u64)> {
     let (volume, high, low) = volume_and_index(file)?;
