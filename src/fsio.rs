@@ -361,11 +361,11 @@ fn settle_exchange(
             write_atomically(path, &late)?;
             return Err(WriteError::Conflict { path: path.to_path_buf() });
         }
-        drop(file);
-        scratch.keep(&displaced);
     }
     // Another file, a symlink or a directory was put at the path, or the file read was written
     // (or is being opened for writing: that writer waits on our lease): give it its place back.
+    // Until it is back, it is the user's only copy: never removed, even if that fails.
+    scratch.keep(&displaced);
     let ours =
         retry_busy(|| sys::exchange(&displaced, path)).map_err(|e| kept(path, &displaced, e))?;
     drop(read.leased); // a writer waiting on the lease goes on, into the file back at its path
