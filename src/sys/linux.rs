@@ -103,7 +103,7 @@ pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
         if let Err(e) = check(rc) {
             return Err(match e.raw_os_error() {
                 Some(libc::EPERM | libc::EACCES | libc::ENOTSUP | libc::EINVAL) => {
-                    let what = format!("extended attribute {} ({e})", name.to_string_lossy());
+                    let what = format!("extended attribute {}", name.to_string_lossy());
                     io::Error::other(MetadataLost(what))
                 }
                 _ => xattr_error(e, &name),

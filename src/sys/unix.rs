@@ -125,7 +125,7 @@ pub fn copy_metadata(from: &File, meta: &Metadata, to: &File, _to_path: &Path) -
     if (now.uid(), now.gid()) != (meta.uid(), meta.gid()) {
         // Only root may give a file away; an owner may pick a group they are in.
         std::os::unix::fs::fchown(to, Some(meta.uid()), Some(meta.gid()))
-            .map_err(|e| lost(format!("owner {}:{} ({e})", meta.uid(), meta.gid())))?;
+            .map_err(|_| lost(format!("owner {}:{}", meta.uid(), meta.gid())))?;
     }
     let mode = meta.mode() & 0o7777;
     to.set_permissions(std::fs::Permissions::from_mode(mode))?;
