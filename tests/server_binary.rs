@@ -21,6 +21,10 @@ struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
+    /// Notifications read while looking for something else (a reply, another notification).
+    notes: Vec<Value>,
+    /// The state directory of a server that has one of its own.
+    _state: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -29,7 +33,17 @@ impl Server {
     }
 
     fn start_with_stderr(root: &Path, stderr: impl Into<Stdio>) -> Server {
+        let state = tempfile::tempdir().unwrap();
+        let mut s = Server::start_in(root, state.path(), stderr);
+        s._state = Some(state);
+        s
+    }
+
+    /// A server whose state directory (the owner lock, the ledger) is `state`: servers sharing
+    /// one are the sessions of one user.
+    fn start_in(root: &Path, state: &Path, stderr: impl Into<Stdio>) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+            .env("FILEWATCH_STATE_DIR", state)
             .args(["--root"])
             .arg(root)
             .args(["--debounce", "100ms"])
@@ -46,7 +60,7 @@ impl Server {
             }
         });
         let stdin = child.stdin.take();
-        Server { child, stdin, lines }
+        Server { child, stdin, lines, notes: Vec::new(), _state: None }
     }
 
     fn send(&mut self, line: &str) {
@@ -66,6 +80,60 @@ impl Server {
 
     fn json(&self) -> Value {
         serde_json::from_str(&self.line()).unwrap()
+    }
+
+    /// The reply to request `id`; notifications that come first are kept in `notes`.
+    fn reply(&mut self, id: i64) -> Value {
+        loop {
+            let v = self.json();
+            if v["id"].as_i64() == Some(id) {
+                return v;
+            }
+            assert!(v.get("method").is_some(), "an unexpected reply: {v}");
+            self.notes.push(v);
+        }
+    }
+
+    /// The reply to request `id` (a string id).
+    fn reply_str(&mut self, id: &str) -> Value {
+        loop {
+            let v = self.json();
+            if v["id"].as_str() == Some(id) {
+                return v;
+            }
+            self.notes.push(v);
+        }
+    }
+
+    /// The first notification (kept, or still to come) that `matches`.
+    fn note(&mut self, matches: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.notes.iter().find(|v| matches(v)) {
+            return v.clone();
+        }
+        loop {
+            let v = self.json();
+            self.notes.push(v.clone());
+            if matches(&v) {
+                return v;
+            }
+        }
+    }
+
+    /// Every line until stdout closes (the process ended), into `notes`.
+    fn drain(&mut self) {
+        while let Ok(line) = self.lines.recv_timeout(DEADLINE) {
+            self.notes.push(serde_json::from_str(&line).unwrap());
+        }
+    }
+
+    /// Calls a tool; its result.
+    fn call(&mut self, id: i64, name: &str, arguments: Value) -> Value {
+        let request = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        });
+        self.send(&request.to_string());
+        self.reply(id)["result"].clone()
     }
 
     /// Waits (with a deadline) for the process to exit; returns how long it took.
@@ -376,4 +444,114 @@ fn a_closed_stdout_ends_the_server() {
     eprintln!("exited after {saves} saves; {tagged} tagged");
     assert!(tagged <= 1, "it went on stamping after stdout closed: {tagged} tagged");
     drop(stdin);
+}
+
+/// The channel notifications about asks of `file` in `notes` (a notice has no `file`).
+fn asks_of(notes: &[Value], file: &str) -> Vec<Value> {
+    notes
+        .iter()
+        .filter(|n| {
+            n["method"] == "notifications/claude/channel" && n["params"]["meta"]["file"] == file
+        })
+        .cloned()
+        .collect()
+}
+
+fn is_notice(kind: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |n| n["params"]["meta"]["notice"] == kind
+}
+
+fn is_ask_of(file: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |n| n["method"] == "notifications/claude/channel" && n["params"]["meta"]["file"] == file
+}
+
+/// The handshake, answered in any order: the reply to `tools/list` may follow a notification.
+fn handshake_any_order(s: &mut Server) {
+    s.send(DISCOVER);
+    assert_eq!(s.reply_str("server-discover-probe-1")["error"]["code"], -32601);
+    s.send(INITIALIZE);
+    assert_eq!(s.reply(0)["result"]["protocolVersion"], "2025-11-25");
+    s.send(INITIALIZED);
+    s.send(TOOLS_LIST);
+    s.reply(1);
+}
+
+/// Two Claude Code sessions in one repository: the first server owns the root and gets every
+/// ask; the second answers the tools, says once which session gets the asks, and takes over
+/// when the owner ends — by SIGKILL or by its client closing stdin — without missing the save
+/// made right then. No ask is announced twice across the two.
+fn two_servers_on_one_root(end_owner: fn(&mut Server)) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut a = Server::start_in(&root, state.path(), Stdio::inherit());
+    handshake_any_order(&mut a);
+    let mut b = Server::start_in(&root, state.path(), Stdio::inherit());
+    handshake_any_order(&mut b);
+
+    // B says once who owns the root: a channel notification Claude Code accepts.
+    let notice = b.note(is_notice("standby"));
+    let params = &notice["params"];
+    let content = params["content"].as_str().unwrap();
+    eprintln!("standby notice: {content}");
+    assert!(content.contains(&format!("pid {}", a.child.id())), "{content}");
+    assert!(content.contains(&root.display().to_string()), "{content}");
+    for (k, v) in params["meta"].as_object().unwrap() {
+        assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{k}");
+        assert!(v.is_string(), "meta {k} is not a string: {v}");
+    }
+    assert!(params["meta"].get("replyTo").is_none() && params["meta"].get("source").is_none());
+
+    // A save: the owner announces it.
+    std::fs::write(root.join("a.py"), "# @claude first ask\n").unwrap();
+    let first = a.note(is_ask_of("a.py"));
+    let first_id = first["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+
+    // B lists it, and resolves an ask it never announced.
+    let listed = b.call(10, "list_asks", serde_json::json!({}));
+    let listed: Value =
+        serde_json::from_str(listed["content"][0]["text"].as_str().unwrap()).unwrap();
+    let pending: Vec<&str> =
+        listed["pending"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(pending, [first_id.as_str()], "{listed}");
+    std::fs::write(root.join("b.py"), "x = 1\n# @claude resolve me elsewhere\n").unwrap();
+    let second = a.note(is_ask_of("b.py"));
+    let second_id = second["params"]["meta"]["replyTo"].as_str().unwrap();
+    let resolved = b.call(11, "resolve_ask", serde_json::json!({ "id": second_id }));
+    assert_ne!(resolved["isError"], true, "{resolved}");
+    assert_eq!(std::fs::read_to_string(root.join("b.py")).unwrap(), "x = 1\n");
+
+    // The owner ends; a save right then is B's, once.
+    end_owner(&mut a);
+    std::fs::write(root.join("c.py"), "# @claude saved as the owner went\n").unwrap();
+    b.note(is_notice("owner"));
+    let third = b.note(is_ask_of("c.py"));
+    let third_id = third["params"]["meta"]["replyTo"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("c.py")).unwrap(),
+        format!("# @claude[{third_id}] saved as the owner went\n")
+    );
+    std::fs::write(root.join("d.py"), "# @claude after the takeover\n").unwrap();
+    b.note(is_ask_of("d.py"));
+    a.wait_exit();
+    a.drain();
+
+    // Nothing twice, nothing to the wrong session.
+    let count = |s: &Server, file| asks_of(&s.notes, file).len();
+    for (file, in_a, in_b) in [("a.py", 1, 0), ("b.py", 1, 0), ("c.py", 0, 1), ("d.py", 0, 1)] {
+        assert_eq!((count(&a, file), count(&b, file)), (in_a, in_b), "{file}: (A, B)");
+    }
+    let notices = |s: &Server, kind| s.notes.iter().filter(|n| is_notice(kind)(n)).count();
+    assert_eq!((notices(&a, "standby"), notices(&a, "owner")), (0, 0), "A owned from the start");
+    assert_eq!((notices(&b, "standby"), notices(&b, "owner")), (1, 1), "B said each once");
+}
+
+#[test]
+fn two_servers_on_one_root_the_second_takes_over_after_sigkill() {
+    two_servers_on_one_root(|a| a.child.kill().unwrap());
+}
+
+#[test]
+fn two_servers_on_one_root_the_second_takes_over_after_stdin_eof() {
+    two_servers_on_one_root(|a| drop(a.stdin.take()));
 }
