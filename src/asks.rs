@@ -234,7 +234,7 @@ impl Ledger {
 
 /// `$FILEWATCH_STATE_DIR`, else the platform's state directory: `$XDG_STATE_HOME` or
 /// `~/.local/state` on Unix, `%LOCALAPPDATA%` on Windows; with `filewatch-mcp` appended.
-fn state_dir() -> Option<PathBuf> {
+pub(crate) fn state_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("FILEWATCH_STATE_DIR") {
         return Some(PathBuf::from(dir));
     }
@@ -248,7 +248,7 @@ fn state_dir() -> Option<PathBuf> {
 /// A hash of the root's path that is the same in every run and every build (FNV-1a), so a
 /// restarted server finds its ledger.
 /// (std's `DefaultHasher` may change its output between Rust versions.)
-fn stable_hash(root: &Path) -> u64 {
+pub(crate) fn stable_hash(root: &Path) -> u64 {
     root.as_os_str()
         .as_encoded_bytes()
         .iter()

@@ -23,6 +23,7 @@ mod grammar;
 mod id;
 pub mod languages;
 mod live;
+pub mod owner;
 mod pipeline;
 pub mod scan;
 pub mod server;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::asks::{self, AskRecord, Asks, TagMode};
 use crate::error::{Problem, StartError};
@@ -583,10 +583,39 @@ pub struct Live {
 impl Live {
     /// Watches the root and starts the worker; returns once every directory is watched.
     pub fn start(options: &LiveOptions, sink: impl Sink) -> Result<Live, StartError> {
+        Live::launch(options, None, None, sink)
+    }
+
+    /// [`Live::start`] for a process taking the root over from its previous owner (see
+    /// [`crate::owner`]): the files modified since `since` are looked at first, as after lost
+    /// events, so that a save the owner never handled is handled now; what it stamped is
+    /// tagged and stays quiet. `asks`, if given, is the record to share (the server's tools
+    /// already use it).
+    pub fn take_over(
+        options: &LiveOptions,
+        asks: Option<Asks>,
+        since: SystemTime,
+        sink: impl Sink,
+    ) -> Result<Live, StartError> {
+        Live::launch(options, asks, Some(since), sink)
+    }
+
+    fn launch(
+        options: &LiveOptions,
+        asks: Option<Asks>,
+        since: Option<SystemTime>,
+        sink: impl Sink,
+    ) -> Result<Live, StartError> {
         let scanner = Scanner::new(LanguageTable::builtin(), &options.trigger)?;
-        let (watch, changes) = Watch::start(&options.root, options.debounce)?;
+        let (watch, changes) = match since {
+            None => Watch::start(&options.root, options.debounce)?,
+            Some(since) => Watch::start_after(&options.root, options.debounce, since)?,
+        };
         let root = watch.root().to_path_buf();
-        let asks = Asks::for_mode(options.tag, &root)?;
+        let asks = match asks {
+            Some(asks) => asks,
+            None => Asks::for_mode(options.tag, &root)?,
+        };
         let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let (done, finished) = tokio::sync::oneshot::channel::<()>();

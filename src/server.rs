@@ -9,6 +9,10 @@
 //! The line filter answers malformed or oversized lines with a JSON-RPC parse error instead of
 //! letting them reach (and end) the session; the line writer is the only thing that writes to
 //! stdout, one whole message per line.
+//!
+//! Two sessions in one repository run two servers on one root: the one that owns the root
+//! (see [`crate::owner`]) watches and announces; the other stands by, answers the tools, tells
+//! its client once which session gets the asks, and takes over when the owner exits.
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
@@ -26,13 +30,14 @@ use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::{mpsc, oneshot, Mutex};
 
 use crate::asks::Asks;
 use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
 use crate::live::{Ask, Live, LiveOptions, Sink};
+use crate::owner::{self, Claim, OwnerInfo, Standby};
 use crate::pipeline::{self, relative};
 use crate::scan::Scanner;
 
@@ -82,7 +87,12 @@ id (or delete the whole marker comment yourself) so the file is clean; the marke
 @claude[fw-…] when it was delivered, and a tagged marker never fires again. list_asks shows the \
 asks still open in the tree. If a message has no replyTo, the file could not be tagged \
 (read-only, hard-linked, or with metadata a new file could not keep): handle the ask, and tell the \
-user to remove the marker.";
+user to remove the marker. A message with a notice attribute is no ask: it says which session \
+receives the asks (another Claude Code session in the same project may own them); tell the user \
+once if it matters, nothing else to do.";
+
+/// Room for the notices of one run: the standby's, then the takeover's.
+const NOTICES: usize = 4;
 
 /// State shared by the handler, the announcer and the tools.
 struct Shared {
@@ -97,7 +107,14 @@ struct Shared {
 #[derive(Default)]
 struct Channel {
     peer: Option<Peer<RoleServer>>,
-    queue: Vec<Ask>,
+    queue: Vec<Outgoing>,
+}
+
+/// A channel notification to send: an ask, or a notice about who gets the asks.
+enum Outgoing {
+    Ask(Ask),
+    /// The notification's params, ready.
+    Notice(Value),
 }
 
 impl Shared {
@@ -106,12 +123,12 @@ impl Shared {
             .map_err(|e| McpError::internal_error(e.to_string(), None))
     }
 
-    /// Sends the ask now, or queues it until the client is initialized.
-    async fn announce(&self, ask: Ask) {
+    /// Sends it now, or queues it until the client is initialized.
+    async fn announce(&self, out: Outgoing) {
         let mut channel = self.channel.lock().await;
         match channel.peer.clone() {
-            Some(peer) => send_ask(&peer, &ask).await,
-            None => channel.queue.push(ask),
+            Some(peer) => send(&peer, &out).await,
+            None => channel.queue.push(out),
         }
     }
 }
@@ -168,15 +185,51 @@ pub fn channel_content(text: &str) -> String {
     out
 }
 
-async fn send_ask(peer: &Peer<RoleServer>, ask: &Ask) {
-    let params = channel_notification(ask);
+/// The notice a standby sends its client once: which session gets the asks.
+pub fn standby_notice(root: &Path, owner: Option<&OwnerInfo>) -> Value {
+    let root = crate::sys::plain_path(root).display().to_string();
+    let who = owner.map(|o| format!(" ({})", o.describe())).unwrap_or_default();
+    let content = format!(
+        "filewatch: another session owns {root}{who}: @claude asks saved in this project go to \
+         that session, not to this one. This session takes over when that one exits. \
+         list_asks and resolve_ask work here as usual."
+    );
+    let mut meta = serde_json::Map::new();
+    meta.insert("notice".into(), json!("standby"));
+    meta.insert("root".into(), json!(root));
+    if let Some(o) = owner {
+        meta.insert("owner_pid".into(), json!(o.pid.to_string()));
+    }
+    json!({ "content": content, "meta": meta })
+}
+
+/// The notice a standby sends when it takes over.
+pub fn takeover_notice(root: &Path) -> Value {
+    let root = crate::sys::plain_path(root).display().to_string();
+    let content = format!(
+        "filewatch: the session that owned {root} has exited; @claude asks saved in this \
+         project now come to this session."
+    );
+    json!({ "content": content, "meta": { "notice": "owner", "root": root } })
+}
+
+async fn send(peer: &Peer<RoleServer>, out: &Outgoing) {
+    let params = match out {
+        Outgoing::Ask(ask) => channel_notification(ask),
+        Outgoing::Notice(params) => params.clone(),
+    };
     let note = CustomNotification::new(CHANNEL_METHOD, Some(params));
-    match peer.send_notification(ServerNotification::CustomNotification(note)).await {
-        Ok(()) => tracing::debug!("announced {}:{} {}", ask.file, ask.marker.line, ask.label()),
-        Err(e) => {
+    let sent = peer.send_notification(ServerNotification::CustomNotification(note)).await;
+    match (out, sent) {
+        (Outgoing::Ask(ask), Ok(())) => {
+            tracing::debug!("announced {}:{} {}", ask.file, ask.marker.line, ask.label())
+        }
+        (Outgoing::Ask(ask), Err(e)) => {
             let (file, line) = (ask.file.clone(), ask.marker.line);
             Problem::Announce { file, line, reason: e.to_string() }.log();
         }
+        (Outgoing::Notice(_), Ok(())) => tracing::debug!("notice sent"),
+        (Outgoing::Notice(_), Err(e)) => tracing::debug!("notice not sent: {e}"),
     }
 }
 
@@ -333,8 +386,8 @@ impl ServerHandler for FilewatchServer {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let mut channel = self.shared.channel.lock().await;
-        for ask in std::mem::take(&mut channel.queue) {
-            send_ask(&context.peer, &ask).await;
+        for out in std::mem::take(&mut channel.queue) {
+            send(&context.peer, &out).await;
         }
         channel.peer = Some(context.peer);
         tracing::debug!("client initialized; channel open");
@@ -433,9 +486,13 @@ fn invalid_request(message: &Value) -> Option<String> {
 }
 
 /// stdin → rmcp: passes each line that is a JSON value, answers anything else with a parse
-/// error (via `errors`), and ends rmcp's input at EOF.
-async fn filter_input<R, W>(input: R, mut to_rmcp: W, errors: mpsc::Sender<String>)
-where
+/// error (via `errors`), and ends rmcp's input at EOF — saying so on `ended` first.
+async fn filter_input<R, W>(
+    input: R,
+    mut to_rmcp: W,
+    errors: mpsc::Sender<String>,
+    ended: oneshot::Sender<()>,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
@@ -482,6 +539,7 @@ where
             }
         }
     }
+    let _ = ended.send(());
     let _ = to_rmcp.shutdown().await;
 }
 
@@ -531,7 +589,24 @@ pub async fn serve<R, W>(
     records: Asks,
     input: R,
     output: W,
+    asks: mpsc::Receiver<Ask>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (_no_notices, notices) = mpsc::channel(1);
+    serve_with_notices(root, trigger, records, input, output, asks, notices).await
+}
+
+/// [`serve`], with notices (who gets the asks) sent as they arrive on `notices`.
+async fn serve_with_notices<R, W>(
+    root: PathBuf,
+    trigger: String,
+    records: Asks,
+    input: R,
+    output: W,
     mut asks: mpsc::Receiver<Ask>,
+    mut notices: mpsc::Receiver<Value>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -541,13 +616,35 @@ pub async fn serve<R, W>(
     let (rmcp_in, filter_end) = tokio::io::duplex(PIPE_BUFFER);
     let (writer_end, rmcp_out) = tokio::io::duplex(OUTPUT_BUFFER);
     let (err_tx, err_rx) = mpsc::channel(FILTER_REPLIES);
-    let filter = tokio::spawn(filter_input(input, filter_end, err_tx));
+    let (ended_tx, mut ended) = oneshot::channel();
+    let filter = tokio::spawn(filter_input(input, filter_end, err_tx, ended_tx));
     let writer = tokio::spawn(write_output(writer_end, err_rx, output));
     let announcer = {
         let shared = shared.clone();
         tokio::spawn(async move {
-            while let Some(ask) = asks.recv().await {
-                shared.announce(ask).await;
+            let mut notices_open = true;
+            loop {
+                let out = tokio::select! {
+                    // The client closed its input: it is leaving, and what is stamped now
+                    // would never reach it. Closing the queue stops the stamping at once (the
+                    // markers stay untagged, for whichever session owns the root next).
+                    _ = &mut ended => {
+                        asks.close();
+                        break;
+                    }
+                    ask = asks.recv() => match ask {
+                        Some(ask) => Outgoing::Ask(ask),
+                        None => break,
+                    },
+                    notice = notices.recv(), if notices_open => match notice {
+                        Some(params) => Outgoing::Notice(params),
+                        None => {
+                            notices_open = false;
+                            continue;
+                        }
+                    },
+                };
+                shared.announce(out).await;
             }
         })
     };
@@ -592,21 +689,112 @@ impl Sink for Announcer {
     }
 }
 
-/// The whole server: watch the root, run the live worker, serve MCP on stdin/stdout. Returns
-/// when stdin closes or on SIGTERM/SIGINT, with the watcher and worker stopped (no stamp left
-/// half-done, so no temp file behind).
+/// The whole server: own the root (or stand by until its owner exits), watch it, run the live
+/// worker, serve MCP on stdin/stdout. Returns when stdin closes or on SIGTERM/SIGINT, with the
+/// watcher and worker stopped (no stamp left half-done, so no temp file behind) before the
+/// root is let go.
 pub async fn run(options: LiveOptions) -> Result<(), StartError> {
     let (ask_tx, ask_rx) = mpsc::channel(ASK_QUEUE);
-    let mut live = Live::start(&options, Announcer(ask_tx))?;
+    let (notice_tx, notice_rx) = mpsc::channel(NOTICES);
+    let claim = owner::claim(&options.root, "serve")?;
+    let root = claim.root().to_path_buf();
+    let (mut owner, mut live, mut takeover, records) = match claim {
+        Claim::Owner(owner) => {
+            let live = Live::start(&options, Announcer(ask_tx))?;
+            let records = live.asks().clone();
+            (Some(owner), Some(live), None, records)
+        }
+        Claim::Standby(standby) => {
+            tracing::debug!("{} is owned by another process; standing by", root.display());
+            let records = Asks::for_mode(options.tag, &root)?;
+            let _ = notice_tx.try_send(standby_notice(&root, standby.owner.as_ref()));
+            let job = take_over(standby, options.clone(), records.clone(), ask_tx, notice_tx);
+            (None, None, Some(tokio::spawn(job)), records)
+        }
+    };
     tracing::debug!("filewatch-mcp {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
-    let root = live.root().to_path_buf();
-    let (trigger, records) = (options.trigger.clone(), live.asks().clone());
-    let session = serve(root, trigger, records, tokio::io::stdin(), tokio::io::stdout(), ask_rx);
-    tokio::select! {
-        () = session => {}
-        () = live.finished() => {}
-        () = crate::sys::shutdown_signal() => tracing::debug!("signal received; stopping"),
+    let trigger = options.trigger.clone();
+    let (input, output) = (tokio::io::stdin(), tokio::io::stdout());
+    let session = serve_with_notices(root, trigger, records, input, output, ask_rx, notice_rx);
+    tokio::pin!(session);
+    let stop = crate::sys::shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut session => break,
+            () = finished(&mut live) => break,
+            () = &mut stop => {
+                tracing::debug!("signal received; stopping");
+                break;
+            }
+            taken = joined(&mut takeover) => {
+                takeover = None;
+                match taken {
+                    Some(Ok((new_owner, new_live))) => {
+                        owner = Some(new_owner);
+                        live = Some(new_live);
+                    }
+                    Some(Err(e)) => return Err(e),
+                    None => {} // the wait failed (said where it did): stand by for good
+                }
+            }
+        }
     }
-    let _ = tokio::task::spawn_blocking(move || live.stop()).await;
+    if let Some(job) = takeover {
+        job.abort();
+    }
+    if let Some(live) = live {
+        let _ = tokio::task::spawn_blocking(move || live.stop()).await;
+    }
+    drop(owner); // only now: a stamp of ours never overlaps the next owner's
     Ok(())
+}
+
+/// A standby's takeover: waits for the owner to exit, then watches the root, looking first at
+/// the files modified since this process started standing by, and tells the client.
+async fn take_over(
+    standby: Standby,
+    options: LiveOptions,
+    records: Asks,
+    ask_tx: mpsc::Sender<Ask>,
+    notice_tx: mpsc::Sender<Value>,
+) -> Option<Result<(owner::Owner, Live), StartError>> {
+    let since = standby.since;
+    let root = options.root.clone();
+    let owner = match standby.wait_in_background().await {
+        Ok(Ok(owner)) => owner,
+        Ok(Err(e)) => {
+            tracing::warn!("waiting for the owner of {}: {e}; not taking over", root.display());
+            return None;
+        }
+        Err(_) => return None, // the waiting thread could not start (logged)
+    };
+    tracing::debug!("the owner of {} exited; taking over", root.display());
+    let started = tokio::task::spawn_blocking(move || {
+        Live::take_over(&options, Some(records), since, Announcer(ask_tx))
+    })
+    .await;
+    let live = match started {
+        Ok(Ok(live)) => live,
+        Ok(Err(e)) => return Some(Err(e)),
+        Err(_) => return None, // cancelled: the session is ending
+    };
+    let _ = notice_tx.send(takeover_notice(live.root())).await;
+    Some(Ok((owner, live)))
+}
+
+/// Resolves when the live worker ends on its own; never without one.
+async fn finished(live: &mut Option<Live>) {
+    match live {
+        Some(live) => live.finished().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The takeover's outcome once it is done; never without one.
+async fn joined<T>(job: &mut Option<tokio::task::JoinHandle<Option<T>>>) -> Option<T> {
+    match job {
+        Some(job) => job.await.ok().flatten(),
+        None => std::future::pending().await,
+    }
 }

@@ -80,7 +80,19 @@ impl Watch {
     /// Watches `root` (made canonical) and sends debounced changes to the returned receiver.
     /// Returns once every directory is watched.
     pub fn start(root: &Path, debounce: Duration) -> Result<(Watch, Receiver<Change>), StartError> {
-        Watch::start_in_mode(root, debounce, sys::WATCH_MODE)
+        Watch::start_in_mode(root, debounce, sys::WATCH_MODE, None)
+    }
+
+    /// [`Watch::start`] for a process taking the root over from its previous owner (see
+    /// `owner`): once every directory is watched, the files modified since `since` are listed
+    /// as a rescan, for the saves the owner may never have handled. A save after that brings
+    /// its own event; one before it is listed: none falls between.
+    pub fn start_after(
+        root: &Path,
+        debounce: Duration,
+        since: SystemTime,
+    ) -> Result<(Watch, Receiver<Change>), StartError> {
+        Watch::start_in_mode(root, debounce, sys::WATCH_MODE, Some(since))
     }
 
     /// [`Watch::start`] with a chosen backend mode (tests run the recursive one on Linux too).
@@ -88,6 +100,7 @@ impl Watch {
         root: &Path,
         debounce: Duration,
         mode: WatchMode,
+        since: Option<SystemTime>,
     ) -> Result<(Watch, Receiver<Change>), StartError> {
         let root = check_root(root)?;
         if let Some(why) = sys::watch_caveat(&root) {
@@ -127,6 +140,9 @@ impl Watch {
         state.watch_root().map_err(StartError::Watcher)?;
         state.watch_tree(&root, false);
         state.watch_git_dir();
+        if let Some(since) = since {
+            state.list_modified_since(since);
+        }
         let stats = WatchStats {
             dirs_watched: state.watched.len(),
             dirs_unwatched: state.unwatched,
@@ -421,6 +437,24 @@ impl State {
         }
     }
 
+    /// Schedules, as a rescan, every file the rules let through that was modified at or after
+    /// `since` (its metadata only is read here; the pipeline checks again).
+    fn list_modified_since(&mut self, since: SystemTime) {
+        self.rescanning = Some(since);
+        for entry in walk::builder(&self.root.clone()).build() {
+            let Ok(entry) = entry else { continue }; // logged by the walk that watched
+            let path = entry.path();
+            let recent = || entry.metadata().ok().and_then(|m| m.modified().ok()) >= Some(since);
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && !self.rules.is_ignored(path, false)
+                && recent()
+            {
+                self.schedule(path.to_path_buf());
+            }
+        }
+        self.rescanning = None;
+    }
+
     /// With a recursive watch, the one watch on the root, before the walk: a file created while
     /// the tree is walked brings an event that waits in the channel.
     fn watch_root(&mut self) -> notify::Result<()> {
@@ -507,7 +541,7 @@ impl State {
 
 /// The root, canonical, if it is a directory we can list: anything else would watch nothing
 /// and deliver nothing, silently.
-fn check_root(root: &Path) -> Result<PathBuf, StartError> {
+pub(crate) fn check_root(root: &Path) -> Result<PathBuf, StartError> {
     let error = |source| StartError::Root { path: root.to_path_buf(), source };
     let canonical = root.canonicalize().map_err(error)?;
     if !canonical.is_dir() {
@@ -568,7 +602,8 @@ mod tests {
             for d in ["src", "out/deep", "node_modules/pkg", "gone"] {
                 std::fs::create_dir_all(root.join(d)).unwrap();
             }
-            let (watch, rx) = Watch::start_in_mode(&root, Duration::from_millis(50), mode).unwrap();
+            let (watch, rx) =
+                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None).unwrap();
             assert!(watch.stats().dirs_watched >= 3, "{:?}", watch.stats());
             let saved = write(&root, "src/a.py");
             write(&root, "out/deep/b.py");

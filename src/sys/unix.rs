@@ -184,6 +184,11 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The process that started this one (Claude Code, a shell): what a user recognises.
+pub fn parent_pid() -> Option<u32> {
+    Some(std::os::unix::process::parent_id())
+}
+
 /// The result of a raw call that returns 0 or -1 with `errno`.
 fn check(rc: libc::c_int) -> io::Result<()> {
     if rc == 0 {

@@ -211,6 +211,12 @@ fn backup_name(a: &Path) -> PathBuf {
     }
 }
 
+/// The process that started this one: std has no call for it on Windows (it would take a
+/// process snapshot), so the owner is named by its own pid only.
+pub fn parent_pid() -> Option<u32> {
+    None
+}
+
 /// A path as people and JSON see it: `/`-separated on every OS, without the `\\?\` prefix
 /// that canonical paths carry (`\\?\C:\p\a.py` → `C:/p/a.py`). A `\` is never part of a
 /// file name on Windows, so every one is a separator.
