@@ -555,3 +555,59 @@ fn two_servers_on_one_root_the_second_takes_over_after_sigkill() {
 fn two_servers_on_one_root_the_second_takes_over_after_stdin_eof() {
     two_servers_on_one_root(|a| drop(a.stdin.take()));
 }
+
+/// `watch` in a terminal on a root a server owns follows the same rule: it says who owns the
+/// root and waits (the asks go to that session); when the owner exits, it takes over, and the
+/// save made right then is its to print, once.
+#[test]
+fn watch_on_an_owned_root_waits_then_takes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut a = Server::start_in(&root, state.path(), Stdio::inherit());
+    handshake_any_order(&mut a);
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+        .env("FILEWATCH_STATE_DIR", state.path())
+        .args(["watch", "--json", "--debounce", "100ms"])
+        .arg(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = |from: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(from).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        rx
+    };
+    let asks = lines(Box::new(watch.stdout.take().unwrap()));
+    let log = lines(Box::new(watch.stderr.take().unwrap()));
+    let said = |pattern: &str| loop {
+        let line = log.recv_timeout(DEADLINE).expect("a line on watch's stderr");
+        eprintln!("[watch] {line}");
+        if line.contains(pattern) {
+            return line;
+        }
+    };
+    let owned = said("owns");
+    assert!(owned.contains(&format!("pid {}", a.child.id())), "{owned}");
+
+    std::fs::write(root.join("a.py"), "# @claude for the session\n").unwrap();
+    a.note(is_ask_of("a.py"));
+    a.child.kill().unwrap();
+    std::fs::write(root.join("b.py"), "# @claude for the terminal\n").unwrap();
+    said("filewatch-mcp: watching");
+    let printed: Value =
+        serde_json::from_str(&asks.recv_timeout(DEADLINE).expect("an ask printed")).unwrap();
+    assert_eq!(printed["file"], "b.py", "{printed}");
+    std::fs::write(root.join("c.py"), "# @claude sentinel\n").unwrap();
+    let next: Value =
+        serde_json::from_str(&asks.recv_timeout(DEADLINE).expect("an ask printed")).unwrap();
+    assert_eq!(next["file"], "c.py", "b.py printed twice, or a.py printed: {next}");
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
