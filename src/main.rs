@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Subcommand;
 use filewatch_mcp::languages::FileType;
+use filewatch_mcp::owner::{self, Claim};
 use filewatch_mcp::{
     EditError, FallbackReason, LanguageTable, Live, LiveOptions, Marker, MarkerId, Scanner,
     TagMode, DEFAULT_TRIGGER, WRITE_ATTEMPTS,
@@ -266,14 +267,45 @@ fn watch(
 ) -> anyhow::Result<ExitCode> {
     let options =
         LiveOptions { root: root.to_path_buf(), debounce, trigger: trigger.to_string(), tag };
+    let runtime = runtime()?;
+    // A terminal is a consumer like a session: it gets the asks only while it owns the root.
+    let (_owner, since) = match owner::claim(root, "watch")? {
+        Claim::Owner(owner) => (owner, None),
+        Claim::Standby(standby) => {
+            let who = standby.owner.as_ref().map(|o| format!(" ({})", o.describe()));
+            eprintln!(
+                "filewatch-mcp: another session owns {}{}: its asks go there. Waiting for it \
+                 to exit…",
+                filewatch_mcp::slash_path(standby.root()),
+                who.unwrap_or_default()
+            );
+            let since = standby.since;
+            let taken = runtime.block_on(async {
+                tokio::select! {
+                    () = filewatch_mcp::shutdown_signal() => None,
+                    taken = standby.wait_in_background() => Some(taken),
+                }
+            });
+            match taken {
+                None => return Ok(ExitCode::SUCCESS),
+                Some(Ok(Ok(owner))) => (owner, Some(since)),
+                Some(Ok(Err(e))) => return Err(e).context("waiting for the root's owner"),
+                Some(Err(_)) => anyhow::bail!("cannot wait for the root's owner"),
+            }
+        }
+    };
     let (failed_tx, failed_rx) = std::sync::mpsc::channel::<io::Error>();
-    let mut live = Live::start(&options, move |ask| match print_ask(&ask, json) {
+    let sink = move |ask: filewatch_mcp::Ask| match print_ask(&ask, json) {
         Ok(()) => ControlFlow::Continue(()),
         Err(e) => {
             let _ = failed_tx.send(e);
             ControlFlow::Break(())
         }
-    })?;
+    };
+    let mut live = match since {
+        None => Live::start(&options, sink)?,
+        Some(since) => Live::take_over(&options, None, since, sink)?,
+    };
     let stats = live.stats();
     eprintln!(
         "filewatch-mcp: watching {} directories under {} ({} ms){}; debounce {} ms",
@@ -287,7 +319,6 @@ fn watch(
         },
         debounce.as_millis()
     );
-    let runtime = runtime()?;
     runtime.block_on(async {
         tokio::select! {
             () = filewatch_mcp::shutdown_signal() => {}

@@ -147,6 +147,11 @@ pub fn claim_in(dir: &Path, root: &Path, command: &str) -> Claim {
 }
 
 impl Standby {
+    /// The root, canonical.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Blocks until the owner ends (the OS hands its lock over), then owns the root. No
     /// polling: the thread sleeps in the lock call.
     pub fn wait(self) -> std::io::Result<Owner> {
