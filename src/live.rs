@@ -1090,3 +1090,64 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod takeover_tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn git(root: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(ok, "git {args:?}");
+    }
+
+    /// Taking a root over looks at the files modified since the standby began: an untagged
+    /// marker saved then fires (once); one the old owner tagged, one git brought (in `HEAD`)
+    /// and one in a file untouched since before stay quiet.
+    #[test]
+    fn a_takeover_fires_only_the_saves_the_owner_missed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        git(&root, &["init", "-q"]);
+        let old = root.join("old.py");
+        std::fs::write(&old, "# @claude dormant, untouched since before\n").unwrap();
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(&old).unwrap().set_modified(hour_ago).unwrap();
+        std::fs::write(root.join("committed.py"), "# @claude from a commit\n").unwrap();
+        git(&root, &["add", "committed.py"]);
+        git(&root, &["commit", "-qm", "x"]);
+        let since = SystemTime::now() - Duration::from_secs(1);
+        // Saved while the old owner ran (it tagged the first), or after it died.
+        std::fs::write(root.join("tagged.py"), "# @claude[fw-0000abcd] handled by the owner\n")
+            .unwrap();
+        std::fs::write(root.join("missed.py"), "# @claude saved as the owner died\n").unwrap();
+        std::fs::write(root.join("committed.py"), "# @claude from a commit\nx = 1\n").unwrap();
+
+        let options = LiveOptions {
+            root: root.clone(),
+            debounce: Duration::from_millis(20),
+            trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
+            tag: TagMode::File,
+        };
+        let (tx, rx) = mpsc::channel();
+        let live = Live::take_over(&options, None, since, move |ask: Ask| {
+            let _ = tx.send(ask.file);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        // Changes come in the order files fell quiet: the sentinel's ask comes after the rest.
+        std::fs::write(root.join("sentinel.py"), "# @claude sentinel\n").unwrap();
+        let mut files = Vec::new();
+        while files.last().map(String::as_str) != Some("sentinel.py") {
+            files.push(rx.recv_timeout(Duration::from_secs(20)).expect("the sentinel's ask"));
+        }
+        live.stop();
+        assert_eq!(files, ["missed.py", "sentinel.py"]);
+    }
+}
