@@ -52,7 +52,9 @@ fn running_out_of_watches_is_reported_and_survived() {
     }
     let _restore = Restore(old);
 
+    let state = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+        .env("FILEWATCH_STATE_DIR", state.path())
         .args(["watch", "--json", "--debounce", "100ms"])
         .arg(&root)
         .stdin(Stdio::null())

@@ -336,8 +336,12 @@ fn protocol_edge_cases_neither_end_nor_wedge_the_session() {
 }
 
 /// The server, handshake done, with its raw stdout for a test that decides when to read it.
-fn initialized_raw(root: &Path) -> (Child, ChildStdin, BufReader<std::process::ChildStdout>) {
+fn initialized_raw(
+    root: &Path,
+    state: &Path,
+) -> (Child, ChildStdin, BufReader<std::process::ChildStdout>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+        .env("FILEWATCH_STATE_DIR", state)
         .arg("--root")
         .arg(root)
         .args(["--debounce", "20ms"])
@@ -366,7 +370,8 @@ fn initialized_raw(root: &Path) -> (Child, ChildStdin, BufReader<std::process::C
 fn a_client_that_stops_reading_gets_no_undelivered_tags() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let (mut child, _stdin, mut stdout) = initialized_raw(&root);
+    let state = tempfile::tempdir().unwrap();
+    let (mut child, _stdin, mut stdout) = initialized_raw(&root, state.path());
     // From here on nobody reads stdout.
     const FILES: usize = 1500;
     let pad = "# filler to make each notification long enough to fill pipes sooner\n".repeat(2);
@@ -425,7 +430,8 @@ fn a_client_that_stops_reading_gets_no_undelivered_tags() {
 fn a_closed_stdout_ends_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let (mut child, stdin, stdout) = initialized_raw(&root);
+    let state = tempfile::tempdir().unwrap();
+    let (mut child, stdin, stdout) = initialized_raw(&root, state.path());
     drop(stdout); // the client is gone; stdin stays open
     let deadline = Instant::now() + DEADLINE;
     let mut saves = 0;

@@ -24,6 +24,8 @@ struct Watcher {
     root: PathBuf,
     sentinels: usize,
     _dir: Option<tempfile::TempDir>,
+    /// Its own state directory (owner lock, ledger): no test shares another's.
+    _state: tempfile::TempDir,
 }
 
 impl Watcher {
@@ -36,7 +38,9 @@ impl Watcher {
     }
 
     fn start_in(root: &Path) -> Watcher {
+        let state = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+            .env("FILEWATCH_STATE_DIR", state.path())
             .args(["watch", "--json", "--debounce", "150ms"])
             .arg(root)
             .stdin(Stdio::null())
@@ -74,7 +78,8 @@ impl Watcher {
             }
         });
         ready_rx.recv_timeout(DEADLINE).expect("watcher ready");
-        Watcher { child, asks, log, root: root.to_path_buf(), sentinels: 0, _dir: None }
+        let root = root.to_path_buf();
+        Watcher { child, asks, log, root, sentinels: 0, _dir: None, _state: state }
     }
 
     fn path(&self, rel: &str) -> PathBuf {

@@ -17,6 +17,8 @@ pub struct WatchProcess {
     pub child: Child,
     pub asks: Receiver<Value>,
     pub log: Receiver<String>,
+    /// A state directory of its own, unless the caller gave one.
+    _state: Option<tempfile::TempDir>,
 }
 
 impl WatchProcess {
@@ -27,6 +29,12 @@ impl WatchProcess {
         command.args(["watch", "--json"]).args(args).arg(root);
         for (key, value) in env {
             command.env(key, value);
+        }
+        // The owner lock and the ledger live there: no test shares another's.
+        let state = (!env.iter().any(|(key, _)| *key == "FILEWATCH_STATE_DIR"))
+            .then(|| tempfile::tempdir().unwrap());
+        if let Some(state) = &state {
+            command.env("FILEWATCH_STATE_DIR", state.path());
         }
         let mut child = command
             .stdin(Stdio::null())
@@ -54,7 +62,7 @@ impl WatchProcess {
             .expect("watcher ready")
             .starts_with("filewatch-mcp: watching")
         {}
-        WatchProcess { child, asks, log }
+        WatchProcess { child, asks, log, _state: state }
     }
 }
 
