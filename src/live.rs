@@ -1108,8 +1108,9 @@ mod takeover_tests {
     }
 
     /// Taking a root over looks at the files modified since the standby began: an untagged
-    /// marker saved then fires (once); one the old owner tagged, one git brought (in `HEAD`)
-    /// and one in a file untouched since before stay quiet.
+    /// marker saved then fires (once); one the old owner tagged, those git brought (in `HEAD`,
+    /// or from another branch: the old owner saw git's lock, the new one did not) and one in a
+    /// file untouched since before stay quiet.
     #[test]
     fn a_takeover_fires_only_the_saves_the_owner_missed() {
         let dir = tempfile::tempdir().unwrap();
@@ -1122,7 +1123,15 @@ mod takeover_tests {
         std::fs::write(root.join("committed.py"), "# @claude from a commit\n").unwrap();
         git(&root, &["add", "committed.py"]);
         git(&root, &["commit", "-qm", "x"]);
+        // A marker on another branch, which a checkout of that file brings while nobody
+        // watches the git lock: git's too, though not in HEAD.
+        git(&root, &["checkout", "-qb", "other"]);
+        std::fs::write(root.join("branch.py"), "# @claude from another branch\n").unwrap();
+        git(&root, &["add", "branch.py"]);
+        git(&root, &["commit", "-qm", "y"]);
+        git(&root, &["checkout", "-q", "-"]);
         let since = SystemTime::now() - Duration::from_secs(1);
+        git(&root, &["checkout", "other", "--", "branch.py"]);
         // Saved while the old owner ran (it tagged the first), or after it died.
         std::fs::write(root.join("tagged.py"), "# @claude[fw-0000abcd] handled by the owner\n")
             .unwrap();
