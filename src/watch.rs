@@ -438,8 +438,12 @@ impl State {
     }
 
     /// Schedules, as a rescan, every file the rules let through that was modified at or after
-    /// `since` (its metadata only is read here; the pipeline checks again).
+    /// `since` (its metadata only is read here; the pipeline checks again). Each is marked as
+    /// possibly git's: the old owner saw git's index lock come and go, this process did not, so
+    /// a marker in any version git could have written (a checkout, merge, rebase, stash) stays
+    /// quiet, as it did for the old owner.
     fn list_modified_since(&mut self, since: SystemTime) {
+        let window = self.git.as_ref().map(GitDir::window);
         self.rescanning = Some(since);
         for entry in walk::builder(&self.root.clone()).build() {
             let Ok(entry) = entry else { continue }; // logged by the walk that watched
@@ -450,6 +454,9 @@ impl State {
                 && recent()
             {
                 self.schedule(path.to_path_buf());
+                if let Some(pending) = self.pending.get_mut(path) {
+                    pending.from_git = pending.from_git.take().or_else(|| window.clone());
+                }
             }
         }
         self.rescanning = None;
