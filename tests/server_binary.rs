@@ -42,11 +42,21 @@ impl Server {
     /// A server whose state directory (the owner lock, the ledger) is `state`: servers sharing
     /// one are the sessions of one user.
     fn start_in(root: &Path, state: &Path, stderr: impl Into<Stdio>) -> Server {
+        Server::start_with_args(root, state, stderr, &[])
+    }
+
+    fn start_with_args(
+        root: &Path,
+        state: &Path,
+        stderr: impl Into<Stdio>,
+        args: &[&str],
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
             .env("FILEWATCH_STATE_DIR", state)
             .args(["--root"])
             .arg(root)
             .args(["--debounce", "100ms"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -486,13 +496,14 @@ fn handshake_any_order(s: &mut Server) {
 /// ask; the second answers the tools, says once which session gets the asks, and takes over
 /// when the owner ends — by SIGKILL or by its client closing stdin — without missing the save
 /// made right then. No ask is announced twice across the two.
-fn two_servers_on_one_root(end_owner: fn(&mut Server)) {
+fn two_servers_on_one_root(end_owner: fn(&mut Server), tag: &str) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut a = Server::start_in(&root, state.path(), Stdio::inherit());
+    let args = ["--tag", tag];
+    let mut a = Server::start_with_args(&root, state.path(), Stdio::inherit(), &args);
     handshake_any_order(&mut a);
-    let mut b = Server::start_in(&root, state.path(), Stdio::inherit());
+    let mut b = Server::start_with_args(&root, state.path(), Stdio::inherit(), &args);
     handshake_any_order(&mut b);
 
     // B says once who owns the root: a channel notification Claude Code accepts.
@@ -533,9 +544,13 @@ fn two_servers_on_one_root(end_owner: fn(&mut Server)) {
     b.note(is_notice("owner"));
     let third = b.note(is_ask_of("c.py"));
     let third_id = third["params"]["meta"]["replyTo"].as_str().unwrap();
+    let tagged = match tag {
+        "never" => String::new(),
+        _ => format!("[{third_id}]"),
+    };
     assert_eq!(
         std::fs::read_to_string(root.join("c.py")).unwrap(),
-        format!("# @claude[{third_id}] saved as the owner went\n")
+        format!("# @claude{tagged} saved as the owner went\n")
     );
     std::fs::write(root.join("d.py"), "# @claude after the takeover\n").unwrap();
     b.note(is_ask_of("d.py"));
@@ -554,12 +569,19 @@ fn two_servers_on_one_root(end_owner: fn(&mut Server)) {
 
 #[test]
 fn two_servers_on_one_root_the_second_takes_over_after_sigkill() {
-    two_servers_on_one_root(|a| a.child.kill().unwrap());
+    two_servers_on_one_root(|a| a.child.kill().unwrap(), "file");
 }
 
 #[test]
 fn two_servers_on_one_root_the_second_takes_over_after_stdin_eof() {
-    two_servers_on_one_root(|a| drop(a.stdin.take()));
+    two_servers_on_one_root(|a| drop(a.stdin.take()), "file");
+}
+
+/// With `--tag never` the files say nothing: the shared ledger is what keeps the new owner
+/// from announcing again what the old one did.
+#[test]
+fn two_servers_on_one_root_with_tag_never() {
+    two_servers_on_one_root(|a| a.child.kill().unwrap(), "never");
 }
 
 /// `watch` in a terminal on a root a server owns follows the same rule: it says who owns the
