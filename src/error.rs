@@ -136,6 +136,25 @@ pub enum Problem {
     /// The client went away during the handshake.
     #[error("MCP session ended during initialization: {0}")]
     Handshake(String),
+    /// The owner lock of a root cannot be used: this process takes the root without it.
+    #[error(
+        "{path}: cannot use the owner lock ({source}); a second session on this root would \
+         announce the same asks"
+    )]
+    OwnerLock {
+        /// The lock file (or, without a state directory, the root).
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Waiting for a root's owner to exit failed: this process stands by for good.
+    #[error("{root}: cannot wait for its owner to exit ({source}); not taking over")]
+    Takeover {
+        /// The root.
+        root: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A channel notification could not be sent.
     #[error("could not announce {file}:{line}: {reason}")]
     Announce {

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::asks::{self, stable_hash, state_dir};
-use crate::error::StartError;
+use crate::error::{Problem, StartError};
 
 /// How far before a standby's start its takeover looks for saves: file systems stamp
 /// modification times with a coarse clock (a tick behind the one `SystemTime` reads).
@@ -92,11 +92,12 @@ pub fn claim(root: &Path, command: &str) -> Result<Claim, StartError> {
     Ok(match state_dir() {
         Some(dir) => claim_in(&dir, root, command),
         None => {
-            tracing::warn!(
-                "no state directory (FILEWATCH_STATE_DIR, XDG_STATE_HOME, HOME, LOCALAPPDATA): \
-                 another session on {} would announce the same asks",
-                root.display()
+            let source = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no state directory: neither FILEWATCH_STATE_DIR, XDG_STATE_HOME, HOME nor \
+                 LOCALAPPDATA is set",
             );
+            Problem::OwnerLock { path: root.to_path_buf(), source }.log();
             Claim::Owner(Owner { root: root.to_path_buf(), lock: None })
         }
     })
@@ -121,13 +122,8 @@ pub fn claim_in(dir: &Path, root: &Path, command: &str) -> Claim {
     });
     let lock = match opened {
         Ok(lock) => lock,
-        Err(e) => {
-            tracing::warn!(
-                "{}: cannot make the owner lock ({e}); another session on {} would announce \
-                 the same asks",
-                lock_path.display(),
-                root.display()
-            );
+        Err(source) => {
+            Problem::OwnerLock { path: lock_path, source }.log();
             return Claim::Owner(Owner { root: root.to_path_buf(), lock: None });
         }
     };
@@ -139,8 +135,8 @@ pub fn claim_in(dir: &Path, root: &Path, command: &str) -> Claim {
             let root = root.to_path_buf();
             Claim::Standby(Standby { root, lock, info_path, info, owner, since })
         }
-        Err(std::fs::TryLockError::Error(e)) => {
-            tracing::warn!("{}: cannot lock ({e}); taking the root anyway", lock_path.display());
+        Err(std::fs::TryLockError::Error(source)) => {
+            Problem::OwnerLock { path: lock_path, source }.log();
             Claim::Owner(Owner { root: root.to_path_buf(), lock: None })
         }
     }
@@ -164,11 +160,12 @@ impl Standby {
     /// thread blocked in a lock call cannot be woken otherwise).
     pub fn wait_in_background(self) -> tokio::sync::oneshot::Receiver<std::io::Result<Owner>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let root = self.root.clone();
         let spawned = std::thread::Builder::new().name("standby".into()).spawn(move || {
             let _ = tx.send(self.wait());
         });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot start the thread that waits for the root's owner: {e}");
+        if let Err(source) = spawned {
+            Problem::Takeover { root, source }.log();
         }
         rx
     }

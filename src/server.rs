@@ -763,8 +763,8 @@ async fn take_over(
     let root = options.root.clone();
     let owner = match standby.wait_in_background().await {
         Ok(Ok(owner)) => owner,
-        Ok(Err(e)) => {
-            tracing::warn!("waiting for the owner of {}: {e}; not taking over", root.display());
+        Ok(Err(source)) => {
+            Problem::Takeover { root, source }.log();
             return None;
         }
         Err(_) => return None, // the waiting thread could not start (logged)
