@@ -11,7 +11,8 @@
 //! tags in and resolves asks out, [`languages`] is the language table (`grammars.toml`). The
 //! rest is private behind this facade: the one-shot pipelines ([`scan_paths`], [`stamp_file`],
 //! [`resolve_in_tree`]), the live one ([`Live`], [`LivePipeline`]), the checked atomic replace
-//! ([`replace_checked`]) and the MCP server ([`server`]).
+//! ([`replace_checked`]) and the MCP server ([`server`]). [`owner`] decides which process on a
+//! root announces when several run there (two Claude Code sessions in one repository).
 #![deny(clippy::print_stdout)]
 #![deny(missing_docs)]
 

@@ -35,7 +35,7 @@ pub struct OwnerInfo {
 }
 
 impl OwnerInfo {
-    /// `pid 123 (started by pid 45), owner since 2026-11-30 23:59:01 UTC`.
+    /// `filewatch-mcp pid 123, started by pid 45, owner since 2026-11-30 23:59:01 UTC`.
     pub fn describe(&self) -> String {
         let parent = self.parent_pid.map(|p| format!(", started by pid {p}")).unwrap_or_default();
         let command = if self.command == "watch" { "filewatch-mcp watch" } else { "filewatch-mcp" };
@@ -59,9 +59,17 @@ pub struct Standby {
     info: OwnerInfo,
     /// The owner as it said, if it has said (it writes right after taking the lock).
     pub owner: Option<OwnerInfo>,
-    /// When this process started standing by (less [`CLOCK_SLACK`]): on takeover, files
+    /// When this process started standing by (less a second of clock slack): on takeover, files
     /// modified since may hold saves the owner never handled.
     pub since: SystemTime,
+}
+
+/// What [`claim`] found.
+pub enum Claim {
+    /// The root is ours.
+    Owner(Owner),
+    /// The root is another process's; wait with [`Standby::wait`].
+    Standby(Standby),
 }
 
 impl Claim {
@@ -72,14 +80,6 @@ impl Claim {
             Claim::Standby(s) => &s.root,
         }
     }
-}
-
-/// What [`claim`] found.
-pub enum Claim {
-    /// The root is ours.
-    Owner(Owner),
-    /// The root is another process's; wait with [`Standby::wait`].
-    Standby(Standby),
 }
 
 /// Takes the root if nobody holds it; `command` is what this process runs (`serve`, `watch`),
