@@ -19,7 +19,7 @@ use crate::git::{self, GitWindow};
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
 use crate::pipeline::{is_recorded, relative};
-use crate::scan::{Marker, Scanner};
+use crate::scan::{Marker, Scanner, TreeCache};
 use crate::stamp::{self, Stamp};
 use crate::sys;
 use crate::watch::{Change, Watch, WatchStats};
@@ -68,6 +68,8 @@ pub struct LivePipeline<'t> {
     last_seen: HashMap<PathBuf, u64>,
     /// The bytes of recently changed files as we last saw them.
     previous: Previous,
+    /// The syntax trees of recently scanned files: a save re-parses only what it changed.
+    trees: TreeCache,
     /// Untagged markers that git brought, by file and line text: not announced this run.
     from_git: HashSet<(PathBuf, Vec<u8>)>,
     /// Files read and scanned (not skipped as unchanged): for logs and tests.
@@ -95,6 +97,7 @@ impl<'t> LivePipeline<'t> {
             asks,
             last_seen: HashMap::new(),
             previous: Previous::default(),
+            trees: TreeCache::new(),
             from_git: HashSet::new(),
             scanned: 0,
             here: None,
@@ -213,7 +216,7 @@ impl<'t> LivePipeline<'t> {
         bytes: &[u8],
     ) -> Vec<Marker> {
         self.scanned += 1;
-        let markers = self.scanner.scan(lang, bytes);
+        let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
         tracing::debug!("{}: {} marker(s)", path.display(), markers.len());
         if markers.is_empty() && !self.asks.may_have_pending(file) {
             return Vec::new(); // nothing to ask, nothing asked here to settle

@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::{ControlFlow, Range};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use memchr::memmem;
@@ -21,11 +22,14 @@ use crate::languages::{Language, LanguageTable};
 mod embed;
 mod lexer;
 mod recover;
+mod trees;
 mod view;
 
 use embed::{embedded_region, lang_hides_comment, Embedded};
 use lexer::{FallbackLexer, LexState, Step};
 use recover::Recovery;
+use trees::Reuse;
+pub use trees::{ParseCounts, TreeCache};
 pub use view::MarkerView;
 
 /// The word that starts an ask unless `--trigger` says otherwise.
@@ -197,6 +201,23 @@ impl<'t> Scanner<'t> {
 
     /// Every marker in `src`, a file in language `lang`, in file order.
     pub fn scan(&self, lang: &Language, src: &[u8]) -> Vec<Marker> {
+        self.scan_with(lang, src, None)
+    }
+
+    /// [`Scanner::scan`] for a file that changes again and again (the live path): its last
+    /// syntax tree, kept in `trees` under `key`, is edited and re-parsed instead of parsing
+    /// the file from scratch. The markers are always those [`Scanner::scan`] finds.
+    pub fn scan_incremental(
+        &self,
+        lang: &Language,
+        src: &[u8],
+        trees: &mut TreeCache,
+        key: &Path,
+    ) -> Vec<Marker> {
+        self.scan_with(lang, src, Some(Reuse { trees, key }))
+    }
+
+    fn scan_with(&self, lang: &Language, src: &[u8], reuse: Option<Reuse>) -> Vec<Marker> {
         let hits: Vec<usize> = self.finder.find_iter(src).collect();
         if hits.is_empty() {
             return Vec::new();
@@ -210,15 +231,23 @@ impl<'t> Scanner<'t> {
             .filter(|&at| MarkerId::from_tag(&src[at..]).is_some())
             .collect();
         let found = if tags.is_empty() {
-            self.scan_untagged(lang, src, &hits)
+            self.scan_untagged(lang, src, &hits, reuse)
         } else {
-            self.scan_without_tags(lang, src, &tags)
+            self.scan_without_tags(lang, src, &tags, reuse)
         };
         Positions::new(src).place(found, &lang.name)
     }
 
     /// Scans `src` as if the tags at `tags` were not there, then maps the offsets back.
-    fn scan_without_tags(&self, lang: &Language, src: &[u8], tags: &[usize]) -> Vec<Found> {
+    /// The bytes parsed are the untagged ones, so the syntax tree kept for a file is that of its
+    /// untagged bytes: our own stamp, which only adds tags, leaves it as it is.
+    fn scan_without_tags(
+        &self,
+        lang: &Language,
+        src: &[u8],
+        tags: &[usize],
+        reuse: Option<Reuse>,
+    ) -> Vec<Found> {
         let mut untagged = Vec::with_capacity(src.len());
         let mut cursor = 0;
         for &at in tags {
@@ -231,7 +260,7 @@ impl<'t> Scanner<'t> {
             tags.iter().enumerate().map(|(k, &at)| at - k * TAG_LEN).collect();
         let back = |offset: usize| offset + removed.partition_point(|&r| r < offset) * TAG_LEN;
         let hits: Vec<usize> = self.finder.find_iter(&untagged).collect();
-        let mut found = self.scan_untagged(lang, &untagged, &hits);
+        let mut found = self.scan_untagged(lang, &untagged, &hits, reuse);
         for f in &mut found {
             f.comment = back(f.comment.start)..back(f.comment.end);
             f.hit = back(f.hit);
@@ -241,9 +270,15 @@ impl<'t> Scanner<'t> {
         found
     }
 
-    fn scan_untagged(&self, lang: &Language, src: &[u8], hits: &[usize]) -> Vec<Found> {
+    fn scan_untagged(
+        &self,
+        lang: &Language,
+        src: &[u8],
+        hits: &[usize],
+        reuse: Option<Reuse>,
+    ) -> Vec<Found> {
         match &lang.ts_language {
-            Some(ts) => match self.scan_syntax(lang, ts, src, hits) {
+            Some(ts) => match self.scan_syntax(lang, ts, src, hits, reuse) {
                 Some(found) => found,
                 None => self.scan_fallback(lang, src, FallbackReason::ParseFailed),
             },
@@ -265,9 +300,13 @@ impl<'t> Scanner<'t> {
         ts: &tree_sitter::Language,
         src: &[u8],
         hits: &[usize],
+        reuse: Option<Reuse>,
     ) -> Option<Vec<Found>> {
         let grammar = lang.grammar.as_deref().unwrap_or(&lang.name);
-        let tree = parse(grammar, ts, src, None)?;
+        let tree = match reuse {
+            Some(Reuse { trees, key }) => trees.parse(key, grammar, ts, src)?,
+            None => parse(grammar, ts, src, None, None)?,
+        };
         // Which tree owns each hit: the file's, or an embedded region's (parsed once each).
         let mut injected = HashMap::new();
         let owners: Vec<Option<Owner>> = hits
@@ -329,7 +368,7 @@ impl<'t> Scanner<'t> {
                 injected.entry(start).or_insert_with(|| {
                     let ts = row.ts_language.as_ref()?;
                     let grammar = row.grammar.as_deref()?;
-                    parse(grammar, ts, src, Some(region)).map(|t| (row, t))
+                    parse(grammar, ts, src, Some(region), None).map(|t| (row, t))
                 });
                 Some(Owner::Region(start))
             }
@@ -734,12 +773,14 @@ thread_local! {
     static PARSERS: RefCell<HashMap<String, Parser>> = RefCell::new(HashMap::new());
 }
 
-/// Parses `src` (or only `region` of it, keeping offsets file-absolute) with a bounded budget.
+/// Parses `src` (or only `region` of it, keeping offsets file-absolute) with a bounded budget,
+/// reusing what is unchanged of `old` (already edited to match `src`) if given.
 fn parse(
     grammar: &str,
     ts: &tree_sitter::Language,
     src: &[u8],
     region: Option<Range<usize>>,
+    old: Option<&Tree>,
 ) -> Option<Tree> {
     PARSERS.with(|parsers| {
         let mut parsers = parsers.borrow_mut();
@@ -764,7 +805,7 @@ fn parse(
         };
         let options = ParseOptions::new().progress_callback(&mut give_up);
         let mut read = |i: usize, _| src.get(i..).unwrap_or_default();
-        let tree = parser.parse_with_options(&mut read, None, Some(options));
+        let tree = parser.parse_with_options(&mut read, old, Some(options));
         if tree.is_none() {
             parser.reset();
         }
@@ -773,18 +814,21 @@ fn parse(
 }
 
 fn ts_range(src: &[u8], r: Range<usize>) -> tree_sitter::Range {
-    let point = |offset: usize| {
-        let before = &src[..offset];
-        let row = memchr::memchr_iter(b'\n', before).count();
-        let col = offset - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        tree_sitter::Point::new(row, col)
-    };
     tree_sitter::Range {
         start_byte: r.start,
         end_byte: r.end,
-        start_point: point(r.start),
-        end_point: point(r.end),
+        start_point: point(src, r.start),
+        end_point: point(src, r.end),
     }
+}
+
+/// The row and byte column of `offset` as tree-sitter counts them: rows end at `\n` only (a
+/// `\r` before it is the last column of its row).
+fn point(src: &[u8], offset: usize) -> tree_sitter::Point {
+    let before = &src[..offset];
+    let row = memchr::memchr_iter(b'\n', before).count();
+    let col = offset - memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
+    tree_sitter::Point::new(row, col)
 }
 
 /// The nearest node, from `node` up, whose kind is one of the language's comment kinds.
