@@ -1,10 +1,19 @@
 //! Everything that knows git: where a tree's git directory is, when git holds its index lock
 //! (and so may be writing the work tree), and which lines git could have written into a file.
 //! Nothing else in the crate runs `git` or reads `.git/`.
+//!
+//! A save holding a new marker asks for the file's lines at `HEAD` ([`GitLines`]): `HEAD` is
+//! resolved by reading the ref files, the blob is read by one long-lived `git cat-file --batch`
+//! per repository, and the lines are kept per file by the commit they came from — so repeated
+//! saves of a file cost no git work at all, and none costs a process spawn. (An in-process git
+//! library, `gix`, would add ~120 crates and ~100 CPU-seconds to a build from scratch, and could
+//! still not answer `git log --all -- <path>` as git does; see the module's README section.)
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Problem;
@@ -70,6 +79,43 @@ impl GitDir {
 
     fn index_lock_exists(&self) -> bool {
         self.path.join("index.lock").exists()
+    }
+
+    /// The commit `HEAD` names, read from the ref files as git keeps them (a worktree's own
+    /// `HEAD`, refs in the common directory, loose or packed). `None` where that cannot be
+    /// read so (an unborn branch, the `reftable` format): the caller asks git then.
+    fn head_commit(&self) -> Option<String> {
+        let common = match std::fs::read_to_string(self.path.join("commondir")) {
+            Ok(text) => self.path.join(text.trim()),
+            Err(_) => self.path.clone(),
+        };
+        if common.join("reftable").is_dir() {
+            return None;
+        }
+        let mut text = std::fs::read_to_string(self.path.join("HEAD")).ok()?;
+        for _ in 0..5 {
+            let text_now = text.trim();
+            let Some(name) = text_now.strip_prefix("ref:").map(str::trim) else {
+                let is_id = matches!(text_now.len(), 40 | 64)
+                    && text_now.bytes().all(|b| b.is_ascii_hexdigit());
+                return is_id.then(|| text_now.to_string());
+            };
+            if name.contains("..") || !name.starts_with("refs/") {
+                return None;
+            }
+            let name = name.to_string();
+            let loose = std::fs::read_to_string(self.path.join(&name))
+                .or_else(|_| std::fs::read_to_string(common.join(&name)));
+            text = match loose {
+                Ok(text) => text,
+                Err(_) => {
+                    let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
+                    let suffix = format!(" {name}");
+                    packed.lines().find_map(|l| l.strip_suffix(suffix.as_str()))?.to_string()
+                }
+            };
+        }
+        None
     }
 
     /// What a change seen from now on may have been written from: every stash entry, newest
@@ -195,6 +241,155 @@ impl IndexLock {
 /// leaves a trace of the revision it used.
 const RECENT_COMMITS: usize = 50;
 
+/// A set of lines as git's versions are compared ([`normalize_line`]), shared.
+pub type Lines = Arc<HashSet<Vec<u8>>>;
+
+/// How many files' lines at `HEAD` [`GitLines`] keeps.
+const HEAD_LINES_FILES: usize = 64;
+
+/// [`lines_git_could_write`] for the live path, with no process spawned per save: the lines of a
+/// file at `HEAD` are read through one long-lived `git cat-file --batch` per repository and kept
+/// by the `HEAD` commit they were read from (a commit's files never change), so saving a file
+/// again costs two small ref-file reads. Changes made while git held its lock (a `window`) are
+/// rare and need git's own revision walk: they run [`lines_git_could_write`] as it is.
+#[derive(Default)]
+pub struct GitLines {
+    /// One reader per work tree top, started on first use.
+    readers: HashMap<PathBuf, CatFile>,
+    /// Per file: the `HEAD` commit and the lines of the file in it.
+    head: HashMap<PathBuf, (String, Lines)>,
+    /// The files of `head`, oldest first.
+    order: VecDeque<PathBuf>,
+    /// Readers started, for tests: a save must not start one.
+    started: usize,
+}
+
+impl GitLines {
+    /// Nothing read yet.
+    pub fn new() -> GitLines {
+        GitLines::default()
+    }
+
+    /// How many `git cat-file` processes were started so far.
+    #[cfg(test)]
+    pub fn readers_started(&self) -> usize {
+        self.started
+    }
+
+    /// Every line git could have written into `path`: see [`lines_git_could_write`], which
+    /// this equals.
+    pub fn lines(&mut self, path: &Path, window: Option<&GitWindow>) -> Lines {
+        if window.is_some() {
+            return Arc::new(lines_git_could_write(path, window));
+        }
+        let Some((git, rel)) = repo_path(path) else { return Arc::default() };
+        // A name with a line break cannot be asked of a batch reader, one name per line.
+        let Some(commit) = git.head_commit().filter(|_| !rel.contains('\n')) else {
+            return Arc::new(lines_git_could_write(path, None));
+        };
+        if let Some((at, lines)) = self.head.get(path) {
+            if *at == commit {
+                return lines.clone();
+            }
+        }
+        let Some(blob) = self.read_blob(&git.top, &format!("{commit}:{rel}")) else {
+            return Arc::new(lines_git_could_write(path, None)); // git is gone or failed: as before
+        };
+        let lines: HashSet<Vec<u8>> =
+            blob.unwrap_or_default().split(|&b| b == b'\n').map(normalize_line).collect();
+        let lines = Arc::new(lines);
+        self.keep(path, commit, lines.clone());
+        lines
+    }
+
+    fn keep(&mut self, path: &Path, commit: String, lines: Lines) {
+        if self.head.insert(path.to_path_buf(), (commit, lines)).is_none() {
+            self.order.push_back(path.to_path_buf());
+        }
+        while self.order.len() > HEAD_LINES_FILES {
+            if let Some(oldest) = self.order.pop_front() {
+                self.head.remove(&oldest);
+            }
+        }
+    }
+
+    /// The blob named `object` through the repository's reader (started, or restarted once
+    /// if it died): `Some(None)` when there is no such object, `None` when git cannot answer.
+    fn read_blob(&mut self, top: &Path, object: &str) -> Option<Option<Vec<u8>>> {
+        for _ in 0..2 {
+            if !self.readers.contains_key(top) {
+                let reader = CatFile::start(top)?;
+                self.started += 1;
+                self.readers.insert(top.to_path_buf(), reader);
+            }
+            let reader = self.readers.get_mut(top)?;
+            match reader.read(object) {
+                Ok(blob) => return Some(blob),
+                Err(e) => {
+                    tracing::debug!("git cat-file in {}: {e}; restarting it", top.display());
+                    self.readers.remove(top);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// A `git cat-file --batch` kept running: a name in, a blob out, no process per question.
+/// Only names of immutable objects (`<commit>:<path>`) are asked, so nothing it may cache
+/// (the index, refs) can go stale.
+struct CatFile {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl CatFile {
+    fn start(top: &Path) -> Option<CatFile> {
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(crate::sys::plain_path(top).as_ref())
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?; // no git at all
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take()?);
+        Some(CatFile { child, stdin, stdout })
+    }
+
+    /// The blob named `object` (one line, no line break), `None` if it does not exist.
+    fn read(&mut self, object: &str) -> std::io::Result<Option<Vec<u8>>> {
+        let stdin = self.stdin.as_mut().ok_or(std::io::ErrorKind::BrokenPipe)?;
+        stdin.write_all(format!("{object}\n").as_bytes())?;
+        stdin.flush()?;
+        let mut header = String::new();
+        if self.stdout.read_line(&mut header)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        // `<oid> <type> <size>` then the content and a newline; or `<name> missing` (or
+        // `ambiguous`), a line alone.
+        let fields: Vec<&str> = header.split_whitespace().collect();
+        let size = match fields.as_slice() {
+            [_, _, size] => size.parse::<usize>().map_err(|_| std::io::ErrorKind::InvalidData)?,
+            _ => return Ok(None),
+        };
+        let mut blob = vec![0; size + 1];
+        self.stdout.read_exact(&mut blob)?;
+        blob.pop();
+        Ok(Some(blob))
+    }
+}
+
+impl Drop for CatFile {
+    fn drop(&mut self) {
+        drop(self.stdin.take()); // end of input: git exits
+        let _ = self.child.wait();
+    }
+}
+
 /// Every line git could have written into `path`, compared as git's filters leave them
 /// alike: without line endings (`eol`, `autocrlf`) and with `$Id…$` keywords collapsed
 /// (`ident`). (`cat-file --filters` would apply them exactly, but in batch mode it reports the
@@ -259,7 +454,6 @@ fn recent_commits(top: &Path, rel: &str) -> Vec<String> {
 /// The contents of the blobs named by `objects` (`<rev>:<path>`, `:<stage>:<path>`), in one
 /// `git cat-file --batch`; objects that do not exist are left out.
 fn cat_files(top: &Path, objects: &[String]) -> Vec<Vec<u8>> {
-    use std::io::{BufRead, BufReader, Read, Write};
     let child = Command::new("git")
         .arg("-C")
         .arg(crate::sys::plain_path(top).as_ref())

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use crate::asks::{self, AskRecord, Asks, TagMode};
 use crate::error::{Problem, StartError};
 use crate::fsio::{self, Source, WriteError};
-use crate::git::{self, GitWindow};
+use crate::git::{self, GitLines, GitWindow};
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
 use crate::pipeline::{is_recorded, relative};
@@ -70,6 +70,8 @@ pub struct LivePipeline<'t> {
     previous: Previous,
     /// The syntax trees of recently scanned files: a save re-parses only what it changed.
     trees: TreeCache,
+    /// What git could have written into a file: no process spawned per save.
+    git: GitLines,
     /// Untagged markers that git brought, by file and line text: not announced this run.
     from_git: HashSet<(PathBuf, Vec<u8>)>,
     /// Files read and scanned (not skipped as unchanged): for logs and tests.
@@ -98,6 +100,7 @@ impl<'t> LivePipeline<'t> {
             last_seen: HashMap::new(),
             previous: Previous::default(),
             trees: TreeCache::new(),
+            git: GitLines::new(),
             from_git: HashSet::new(),
             scanned: 0,
             here: None,
@@ -241,9 +244,9 @@ impl<'t> LivePipeline<'t> {
 
     /// The lines the file held before: in git (see [`git::lines_git_could_write`]) and in the
     /// version we last saw.
-    fn old_lines(&self, path: &Path, from_git: Option<&GitWindow>) -> OldLines {
-        let git = git::lines_git_could_write(path, from_git);
-        let mut all = git.clone();
+    fn old_lines(&mut self, path: &Path, from_git: Option<&GitWindow>) -> OldLines {
+        let git = self.git.lines(path, from_git);
+        let mut all = HashSet::clone(&git);
         if let Some(previous) = self.previous.get(path) {
             all.extend(previous.split(|&b| b == b'\n').map(git::normalize_line));
         }
@@ -385,7 +388,7 @@ type Hook = Box<dyn FnMut(&Path) + Send>;
 /// What a file held before this change.
 struct OldLines {
     /// Lines git could have written.
-    git: HashSet<Vec<u8>>,
+    git: Arc<HashSet<Vec<u8>>>,
     /// Those, and the lines of the version we last saw.
     all: HashSet<Vec<u8>>,
 }
@@ -770,6 +773,67 @@ mod tests {
         let asks = live.process(&p, None);
         let texts: Vec<&str> = asks.iter().map(|a| a.marker.text.as_str()).collect();
         assert_eq!(texts, ["@claude new"]);
+    }
+
+    fn git_in(root: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "advice.detachedHead=false"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Saves in a repository start one git process in all, not one each; the lines at `HEAD`
+    /// follow `HEAD` as it moves: a commit, refs packed, a detached `HEAD`, a linked worktree.
+    #[test]
+    fn saves_spawn_no_git_and_follow_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let root = live.root.clone();
+        git_in(&root, &["init", "-q"]);
+        let p = root.join("a.py");
+        std::fs::write(&p, "x = 1\n").unwrap();
+        git_in(&root, &["add", "."]);
+        git_in(&root, &["commit", "-qm", "one"]);
+        for i in 0..5 {
+            std::fs::write(&p, format!("x = 1\n# @claude ask {i}\n")).unwrap();
+            assert_eq!(live.process(&p, None).len(), 1, "save {i}");
+        }
+        assert_eq!(live.git.readers_started(), 1, "a git process per save");
+        let mut head_moves = |commit: &str, setup: &dyn Fn()| {
+            std::fs::write(&p, format!("# @claude {commit}\n")).unwrap();
+            git_in(&root, &["commit", "-qam", commit]);
+            setup();
+            std::fs::write(&p, format!("# @claude {commit}\ny = 2\n")).unwrap();
+            assert!(live.process(&p, None).is_empty(), "{commit}: git's marker announced");
+        };
+        head_moves("committed", &|| {});
+        head_moves("packed", &|| drop(git_in(&root, &["pack-refs", "--all", "--prune"])));
+        git_in(&root, &["checkout", "-q", "--detach"]);
+        head_moves("detached", &|| {});
+        assert_eq!(live.git.readers_started(), 1);
+        // A linked worktree: its own HEAD, refs in the main repository's git directory.
+        let other = tempfile::tempdir().unwrap();
+        let wt = other.path().canonicalize().unwrap().join("wt");
+        git_in(&root, &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+        let mut in_wt = live_at(&wt);
+        let q = wt.join("a.py");
+        std::fs::write(&q, "# @claude detached\n# @claude in the worktree\n").unwrap();
+        git_in(&wt, &["commit", "-qam", "side"]);
+        git_in(&wt, &["pack-refs", "--all", "--prune"]);
+        std::fs::write(&q, "# @claude detached\n# @claude in the worktree\n# @claude new\n")
+            .unwrap();
+        let texts: Vec<String> =
+            in_wt.process(&q, None).into_iter().map(|a| a.marker.text).collect();
+        assert_eq!(texts, ["@claude new"]);
+    }
+
+    fn live_at(root: &Path) -> LivePipeline<'static> {
+        LivePipeline::new(root.to_path_buf(), scanner())
     }
 
     fn scanner() -> Scanner<'static> {
