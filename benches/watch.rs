@@ -1,10 +1,14 @@
 //! The watcher measured from outside, as a user meets it (`cargo bench --bench watch`):
 //!
 //! 1. latency from the end of a save to the ask on stdout, beyond the debounce, for a 100 KB
-//!    file, p50/p99 over 200 saves;
+//!    and a 5 KB file committed in a git repository (as a project's files are: each save's
+//!    marker is looked up in `HEAD`), p50/p99 over 200 saves;
 //! 2. time to ready and peak RSS when started on a generated tree of 100k files in 10k
 //!    directories;
 //! 3. CPU used while idle on that tree.
+//!
+//! `FW_BIN=/path/to/filewatch-mcp` measures another build of the server (the one before a
+//! change, say); `FW_LATENCY_ONLY=1` measures the save latencies only.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -20,9 +24,15 @@ struct Running {
     ready_after: Duration,
 }
 
+/// The server measured: this build's, or another (`FW_BIN=/path/to/filewatch-mcp`) to compare.
+fn server_binary() -> std::path::PathBuf {
+    std::env::var_os("FW_BIN")
+        .map_or_else(|| env!("CARGO_BIN_EXE_filewatch-mcp").into(), Into::into)
+}
+
 fn start(root: &Path) -> Running {
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+    let mut child = Command::new(server_binary())
         .args(["watch", "--json", "--debounce", &format!("{DEBOUNCE_MS}ms")])
         .arg(root)
         .stdin(Stdio::null())
@@ -74,15 +84,33 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-fn latency() {
+fn git(root: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["-c", "user.name=bench", "-c", "user.email=bench@example.com"])
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "git {args:?}");
+}
+
+fn latency(kb: usize) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let sample =
         std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/samples/sample.py")).unwrap();
     let mut body = Vec::new();
-    while body.len() < 100 * 1024 {
+    while body.len() < kb * 1024 {
         body.extend_from_slice(&sample);
     }
+    body.truncate(kb * 1024);
+    body.truncate(body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1));
+    git(&root, &["init", "-q"]);
+    std::fs::write(root.join("big.py"), &body).unwrap();
+    git(&root, &["add", "big.py"]);
+    git(&root, &["commit", "-qm", "the file"]);
     let mut w = start(&root);
     let path = root.join("big.py");
     let mut samples = Vec::new();
@@ -98,7 +126,7 @@ fn latency() {
     }
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
-        "save → ask beyond the {DEBOUNCE_MS} ms debounce, 100 KB file, {} saves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "save → ask beyond the {DEBOUNCE_MS} ms debounce, {kb} KB file, {} saves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         samples.len(),
         percentile(&samples, 0.5),
         percentile(&samples, 0.99),
@@ -168,6 +196,9 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    latency();
-    big_tree();
+    latency(100);
+    latency(5);
+    if std::env::var_os("FW_LATENCY_ONLY").is_none() {
+        big_tree();
+    }
 }

@@ -5,9 +5,9 @@
 //! A save holding a new marker asks for the file's lines at `HEAD` ([`GitLines`]): `HEAD` is
 //! resolved by reading the ref files, the blob is read by one long-lived `git cat-file --batch`
 //! per repository, and the lines are kept per file by the commit they came from — so repeated
-//! saves of a file cost no git work at all, and none costs a process spawn. (An in-process git
-//! library, `gix`, would add ~120 crates and ~100 CPU-seconds to a build from scratch, and could
-//! still not answer `git log --all -- <path>` as git does; see the module's README section.)
+//! saves of a file cost no git work at all, and none costs a process spawn. (The pure-Rust `gix`,
+//! even with minimal features, adds ~120 crates and ~100 CPU-seconds to a build from scratch,
+//! and would still leave `git log --all -- <path>`, with git's history simplification, to git.)
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
