@@ -8,7 +8,8 @@
 //! 3. CPU used while idle on that tree.
 //!
 //! `FW_BIN=/path/to/filewatch-mcp` measures another build of the server (the one before a
-//! change, say); `FW_LATENCY_ONLY=1` measures the save latencies only.
+//! change, say); `FW_LATENCY_ONLY=1` measures the save latencies only, `FW_LATENCY_KB=5,100`
+//! for these file sizes.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -101,12 +102,9 @@ fn latency(kb: usize) {
     let root = dir.path().canonicalize().unwrap();
     let sample =
         std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/samples/sample.py")).unwrap();
-    let mut body = Vec::new();
-    while body.len() < kb * 1024 {
-        body.extend_from_slice(&sample);
-    }
-    body.truncate(kb * 1024);
-    body.truncate(body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1));
+    // Whole copies of the sample (a cut one could leave a string open, hiding the marker).
+    let copies = ((kb * 1024) as f64 / sample.len() as f64).round().max(1.0) as usize;
+    let body = sample.repeat(copies);
     git(&root, &["init", "-q"]);
     std::fs::write(root.join("big.py"), &body).unwrap();
     git(&root, &["add", "big.py"]);
@@ -119,14 +117,18 @@ fn latency(kb: usize) {
         content.extend_from_slice(format!("# @claude ask number {i}\n").as_bytes());
         std::fs::write(&path, &content).unwrap();
         let saved = Instant::now();
-        let (at, line) = w.asks.recv_timeout(Duration::from_secs(10)).expect("an ask");
+        let (at, line) = w
+            .asks
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{kb} KB, save {i}: no ask ({e})"));
         assert!(line.contains(&format!("ask number {i}\"")), "{line}");
         let beyond = at.duration_since(saved).as_secs_f64() * 1000.0 - DEBOUNCE_MS as f64;
         samples.push(beyond);
     }
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
-        "save → ask beyond the {DEBOUNCE_MS} ms debounce, {kb} KB file, {} saves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "save → ask beyond the {DEBOUNCE_MS} ms debounce, {kb} KB file ({} bytes), {} saves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        body.len(),
         samples.len(),
         percentile(&samples, 0.5),
         percentile(&samples, 0.99),
@@ -196,8 +198,10 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    latency(100);
-    latency(5);
+    let sizes = std::env::var("FW_LATENCY_KB").unwrap_or_else(|_| "100,5".into());
+    for kb in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
+        latency(kb);
+    }
     if std::env::var_os("FW_LATENCY_ONLY").is_none() {
         big_tree();
     }

@@ -775,6 +775,26 @@ mod tests {
         assert_eq!(texts, ["@claude new"]);
     }
 
+    /// A stamp does not cost the file its syntax tree: the tree kept is that of the untagged
+    /// bytes, which our tag leaves as they were, so the user's next save is parsed from it.
+    #[test]
+    fn a_save_after_a_stamp_is_parsed_incrementally() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.py");
+        let body: String = (0..200).map(|i| format!("def f{i}():\n    return {i}\n")).collect();
+        std::fs::write(&p, format!("{body}# @claude one\n")).unwrap();
+        assert_eq!(live.process(&p, None).len(), 1);
+        let stamped = std::fs::read_to_string(&p).unwrap();
+        assert!(stamped.contains("@claude[fw-"), "not stamped: {stamped}");
+        std::fs::write(&p, format!("x = 0\n{stamped}# @claude two\n")).unwrap();
+        let asks = live.process(&p, None);
+        let texts: Vec<&str> = asks.iter().map(|a| a.marker.text.as_str()).collect();
+        assert_eq!(texts, ["@claude two"]);
+        let counts = live.trees.counts();
+        assert_eq!((counts.full, counts.incremental), (1, 1), "{counts:?}");
+    }
+
     fn git_in(root: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
             .arg("-C")
