@@ -154,7 +154,7 @@ impl<'t> LivePipeline<'t> {
         if !fresh.is_empty() {
             let old_lines = self.old_lines(path, change.from_git.as_ref());
             fresh = self.drop_git_lines(path, bytes, fresh, &old_lines.git);
-            fresh = cut_to_new_lines(lang, bytes, fresh, &old_lines.all);
+            fresh = cut_to_new_lines(lang, bytes, fresh, &old_lines);
         }
         if fresh.is_empty() {
             self.remember(path, bytes);
@@ -246,11 +246,11 @@ impl<'t> LivePipeline<'t> {
     /// version we last saw.
     fn old_lines(&mut self, path: &Path, from_git: Option<&GitWindow>) -> OldLines {
         let git = self.git.lines(path, from_git);
-        let mut all = HashSet::clone(&git);
-        if let Some(previous) = self.previous.get(path) {
-            all.extend(previous.split(|&b| b == b'\n').map(git::normalize_line));
-        }
-        OldLines { git, all }
+        let seen = match self.previous.get(path) {
+            Some(previous) => previous.split(|&b| b == b'\n').map(git::normalize_line).collect(),
+            None => HashSet::new(),
+        };
+        OldLines { git, seen }
     }
 
     /// Drops the markers that arrived through git rather than from the user's hands: their
@@ -387,10 +387,21 @@ type Hook = Box<dyn FnMut(&Path) + Send>;
 
 /// What a file held before this change.
 struct OldLines {
-    /// Lines git could have written.
-    git: Arc<HashSet<Vec<u8>>>,
-    /// Those, and the lines of the version we last saw.
-    all: HashSet<Vec<u8>>,
+    /// Lines git could have written (shared with git's cache: not copied per save).
+    git: git::Lines,
+    /// The lines of the version we last saw.
+    seen: HashSet<Vec<u8>>,
+}
+
+impl OldLines {
+    fn is_empty(&self) -> bool {
+        self.git.is_empty() && self.seen.is_empty()
+    }
+
+    /// True if the file held `line` (normalized) before.
+    fn contains(&self, line: &[u8]) -> bool {
+        self.git.contains(line) || self.seen.contains(line)
+    }
 }
 
 /// The recorded ask (pending, or resolved within the window) that untagged marker `m` is a
@@ -467,7 +478,7 @@ fn cut_to_new_lines(
     lang: &Language,
     src: &[u8],
     fresh: Vec<Marker>,
-    old: &HashSet<Vec<u8>>,
+    old: &OldLines,
 ) -> Vec<Marker> {
     fresh
         .into_iter()
