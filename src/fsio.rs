@@ -100,6 +100,69 @@ pub fn read_source(path: &Path) -> Result<Source, ReadError> {
     Ok(Source { bytes, metadata: meta })
 }
 
+/// A read buffer kept across files: a tree scan reads thousands of files and keeps almost
+/// none of their bytes, so it reads them all into one allocation (per thread), as ripgrep does.
+#[derive(Debug, Default)]
+pub struct ReadBuffer {
+    /// Zeroed once as it grows, never shrunk: only the bytes of the last read are meaningful.
+    buf: Vec<u8>,
+}
+
+impl ReadBuffer {
+    /// Reads `path`, which a directory listing has just shown to be a regular file, with
+    /// [`read_source`]'s guarantees but two of its steps left out: the listing's file type
+    /// stands in for the `symlink_metadata` before the open (the open still refuses a symlink
+    /// and does not wait for a FIFO, and the descriptor's own metadata is checked), and the
+    /// binary check is the caller's, for the few files it keeps. One `read` call for a file
+    /// whose size the descriptor told: the size as `fstat` saw it is taken as the end.
+    pub fn read_listed(&mut self, path: &Path) -> Result<&[u8], ReadError> {
+        let io_err = |source: io::Error| ReadError::Io { path: path.to_path_buf(), source };
+        let mut file = sys::open_read(path).map_err(|e| match sys::refusal_kind(&e) {
+            Some(kind) => ReadError::NotRegular { path: path.to_path_buf(), kind },
+            // Swapped for a directory since the listing, say (Windows cannot open one to read).
+            None => match std::fs::symlink_metadata(path) {
+                Ok(meta) if !meta.is_file() => {
+                    ReadError::NotRegular { path: path.to_path_buf(), kind: file_kind(&meta) }
+                }
+                _ => io_err(e),
+            },
+        })?;
+        let meta = file.metadata().map_err(io_err)?;
+        check_metadata(path, &meta)?;
+        let size = meta.len() as usize;
+        // One byte past the size: a file that grew since the `fstat` is read on to its end (or
+        // to one byte past the limit, which makes it too large).
+        let mut want = size + 1;
+        let mut filled = 0;
+        loop {
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+            let n = match file.read(&mut self.buf[filled..want]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err(e)),
+            };
+            filled += n;
+            // `filled == size` after a short read: the end `fstat` promised, without a second
+            // call to see 0 (a file that grows meanwhile is read as it was at the `fstat`).
+            if n == 0 || (filled == size && size > 0) {
+                break;
+            }
+            if filled == want {
+                if want as u64 > MAX_FILE_SIZE {
+                    return Err(ReadError::TooLarge {
+                        path: path.to_path_buf(),
+                        size: want as u64,
+                    });
+                }
+                want = (want * 2).min(MAX_FILE_SIZE as usize + 1);
+            }
+        }
+        Ok(&self.buf[..filled])
+    }
+}
+
 /// True if the first [`BINARY_SNIFF_LEN`] bytes hold a NUL.
 pub fn looks_binary(bytes: &[u8]) -> bool {
     memchr::memchr(0, &bytes[..bytes.len().min(BINARY_SNIFF_LEN)]).is_some()
@@ -502,6 +565,39 @@ mod tests {
         let missing = read_source(&p.join("missing.py")).unwrap_err();
         assert!(!missing.is_skip());
         assert!(missing.to_string().contains("missing.py"), "{missing}");
+    }
+
+    /// One buffer for many files: each read gives exactly that file's bytes (never a longer
+    /// file's leftovers), with the size limit and the refusals of `read_source`.
+    #[test]
+    fn a_reused_buffer_reads_each_file_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        let mut buf = ReadBuffer::default();
+        let long = vec![b'x'; 100_000];
+        std::fs::write(p.join("long.py"), &long).unwrap();
+        std::fs::write(p.join("short.py"), "# @claude hi\n").unwrap();
+        std::fs::write(p.join("empty.py"), "").unwrap();
+        assert_eq!(buf.read_listed(&p.join("long.py")).unwrap(), &long[..]);
+        assert_eq!(buf.read_listed(&p.join("short.py")).unwrap(), b"# @claude hi\n");
+        assert_eq!(buf.read_listed(&p.join("empty.py")).unwrap(), b"");
+        assert_eq!(buf.read_listed(&p.join("long.py")).unwrap(), &long[..]);
+
+        std::fs::write(p.join("big.py"), vec![b'a'; MAX_FILE_SIZE as usize + 1]).unwrap();
+        let big = buf.read_listed(&p.join("big.py"));
+        assert!(matches!(big, Err(ReadError::TooLarge { .. })), "{big:?}");
+        let at_limit = vec![b'a'; MAX_FILE_SIZE as usize];
+        std::fs::write(p.join("ok.py"), &at_limit).unwrap();
+        assert_eq!(buf.read_listed(&p.join("ok.py")).unwrap(), &at_limit[..]);
+
+        // The binary check is the caller's: the bytes come back as they are.
+        std::fs::write(p.join("bin.py"), b"x\0y").unwrap();
+        assert_eq!(buf.read_listed(&p.join("bin.py")).unwrap(), b"x\0y");
+
+        let dir_err = buf.read_listed(p).unwrap_err();
+        assert!(matches!(dir_err, ReadError::NotRegular { kind: "directory", .. }), "{dir_err}");
+        let missing = buf.read_listed(&p.join("missing.py")).unwrap_err();
+        assert!(!missing.is_skip(), "{missing}");
     }
 
     fn leftovers(dir: &Path) -> Vec<String> {
@@ -912,5 +1008,12 @@ mod tests {
         assert!(status.success());
         // Would block forever if opened; must come back at once.
         assert!(matches!(read_source(&fifo), Err(ReadError::NotRegular { kind: "fifo", .. })));
+        // The same through the scan's reused buffer (which trusts the listing instead of an
+        // lstat: the open and the descriptor's metadata still refuse both).
+        let mut buf = ReadBuffer::default();
+        let link = buf.read_listed(&p.join("link.py"));
+        assert!(matches!(link, Err(ReadError::NotRegular { kind: "symlink", .. })), "{link:?}");
+        let pipe = buf.read_listed(&fifo);
+        assert!(matches!(pipe, Err(ReadError::NotRegular { kind: "fifo", .. })), "{pipe:?}");
     }
 }

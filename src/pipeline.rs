@@ -3,8 +3,6 @@
 //! [`crate::live`].
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use crate::asks::AskRecord;
 use crate::error::Problem;
@@ -32,12 +30,36 @@ pub struct FileMarkers {
 pub struct ScanReport {
     /// Files with at least one marker, sorted by path.
     pub files: Vec<FileMarkers>,
-    /// Files scanned (read and matched to a language).
+    /// Files read and searched for the trigger (walked files in no language count too: the
+    /// trigger is looked for before the language).
     pub scanned: usize,
-    /// Files skipped or failed, with the reason.
+    /// Files skipped or failed, with the reason, sorted by path. Walked files are checked for
+    /// being binary only when they hold the trigger.
     pub errors: Vec<ReadError>,
     /// Parts of the tree that could not be listed (unreadable directories).
     pub unlisted: Vec<ignore::Error>,
+}
+
+impl ScanReport {
+    fn absorb(&mut self, other: ScanReport) {
+        self.files.extend(other.files);
+        self.scanned += other.scanned;
+        self.errors.extend(other.errors);
+        self.unlisted.extend(other.unlisted);
+    }
+
+    fn count(&mut self, path: &Path, result: Result<Option<Vec<Marker>>, ReadError>) {
+        match result {
+            Ok(Some(markers)) => {
+                self.scanned += 1;
+                if !markers.is_empty() {
+                    self.files.push(FileMarkers { path: path.to_path_buf(), markers });
+                }
+            }
+            Ok(None) => self.scanned += 1,
+            Err(e) => self.errors.push(e),
+        }
+    }
 }
 
 /// Reads and scans one file. `Ok(None)` means the file is in no known language.
@@ -49,34 +71,57 @@ pub fn scan_file(scanner: &Scanner, path: &Path) -> Result<Option<Vec<Marker>>, 
     Ok(Some(scanner.scan(lang, &source.bytes)))
 }
 
+/// Scans one walked file the way ripgrep searches: read into the thread's reused buffer, the
+/// trigger looked for in the bytes, and only a file that holds it checked for being binary,
+/// matched to a language and parsed. `Ok(None)`: no trigger, or no language.
+fn scan_listed(
+    scanner: &Scanner,
+    path: &Path,
+    buf: &mut fsio::ReadBuffer,
+) -> Result<Option<Vec<Marker>>, ReadError> {
+    let bytes = buf.read_listed(path)?;
+    if !scanner.may_hold_marker(bytes) {
+        return Ok(None);
+    }
+    if fsio::looks_binary(bytes) {
+        return Err(ReadError::Binary { path: path.to_path_buf() });
+    }
+    let Some(lang) = scanner.table().detect(path, bytes) else {
+        return Ok(None);
+    };
+    Ok(Some(scanner.scan(lang, bytes)))
+}
+
+/// One walker thread's share of a scan: its read buffer and what it found.
+#[derive(Default)]
+struct ScanPart {
+    buf: fsio::ReadBuffer,
+    report: ScanReport,
+}
+
 /// Scans every file under `paths` (files named directly are always scanned) on `threads`
-/// threads.
+/// threads. The tree is walked and scanned in one pass, each thread reading into its own
+/// buffer; only the hits are kept, and sorted at the end.
 pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanReport {
     let threads = threads.max(1);
-    let Listing { files, unlisted } = candidate_files(scanner.table(), paths, threads);
-    let next = AtomicUsize::new(0);
-    let report = Mutex::new(ScanReport { unlisted, ..ScanReport::default() });
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(path) = files.get(i) else { break };
-                let result = scan_file(scanner, path);
-                let mut report = report.lock().unwrap_or_else(|e| e.into_inner());
-                match result {
-                    Ok(Some(markers)) => {
-                        report.scanned += 1;
-                        if !markers.is_empty() {
-                            report.files.push(FileMarkers { path: path.clone(), markers });
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => report.errors.push(e),
-                }
-            });
+    let mut report = ScanReport::default();
+    for path in paths {
+        if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            report.count(path, scan_file(scanner, path));
+            continue;
         }
-    });
-    let mut report = report.into_inner().unwrap_or_else(|e| e.into_inner());
+        let parts =
+            walk::visit_files(path, threads, ScanPart::default, |part, entry| match entry {
+                Ok(file) => {
+                    let result = scan_listed(scanner, file.path(), &mut part.buf);
+                    part.report.count(file.path(), result);
+                }
+                Err(err) => part.report.unlisted.push(err),
+            });
+        for part in parts {
+            report.absorb(part.report);
+        }
+    }
     report.files.sort_by(|a, b| a.path.cmp(&b.path));
     report.errors.sort_by(|a, b| a.path().cmp(b.path()));
     report
@@ -290,4 +335,64 @@ pub fn with_records(
 pub fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
     rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tree scanned on several threads, each reusing one buffer: exactly the files with
+    /// markers come back, sorted, each with its own markers (a long file read before a short
+    /// one leaves nothing behind), and no hard-excluded, binary or language-less file is
+    /// reported as a hit.
+    #[test]
+    fn a_parallel_scan_keeps_only_the_hits_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let write = |rel: &str, bytes: &[u8]| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        };
+        let mut want = Vec::new();
+        for d in 0..20 {
+            for f in 0..15 {
+                let rel = format!("d{d:02}/f{f:02}.py");
+                if (d * 15 + f) % 7 == 0 {
+                    write(&rel, format!("x = 1\n# @claude ask {d} {f}\n").as_bytes());
+                    want.push((rel, format!("@claude ask {d} {f}")));
+                } else {
+                    write(&rel, b"x = 1\n");
+                }
+            }
+        }
+        // Markers far into a long file: a buffer reused without care would show them again
+        // in the short files read after it.
+        let mut long = "x = 1\n".repeat(20_000);
+        long.push_str("# @claude at the end\n");
+        write("d05/long.py", long.as_bytes());
+        want.push(("d05/long.py".into(), "@claude at the end".into()));
+        want.sort();
+        write("node_modules/dep/x.js", b"// @claude excluded\n");
+        write("image.png", b"@claude in no language\n");
+        write("bin.py", b"# @claude\0 binary\n");
+        write("nul-no-trigger.py", b"\0\0\0");
+
+        let table = LanguageTable::builtin();
+        let scanner = Scanner::new(table, "@claude").unwrap();
+        let report = scan_paths(&scanner, &[root.to_path_buf()], 4);
+        let got: Vec<(String, String)> = report
+            .files
+            .iter()
+            .flat_map(|f| {
+                let rel = relative(root, &f.path);
+                f.markers.iter().map(move |m| (rel.clone(), m.text.clone()))
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert!(report.unlisted.is_empty(), "{:?}", report.unlisted);
+        let errors: Vec<String> = report.errors.iter().map(|e| relative(root, e.path())).collect();
+        assert_eq!(errors, ["bin.py"]);
+        assert!(report.errors.iter().all(ReadError::is_skip));
+    }
 }

@@ -3,11 +3,11 @@
 //! crate), plus a few hard excludes that are never source anyone writes asks into.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::Mutex;
 
 use ignore::gitignore::Gitignore;
 use ignore::overrides::{Override, OverrideBuilder};
-use ignore::{WalkBuilder, WalkState};
+use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use crate::error::Problem;
 use crate::git::GitDir;
@@ -58,42 +58,91 @@ pub struct Listing {
 /// Every regular file under the given paths, sorted. A path that is a file is listed as is,
 /// even if an ignore rule or a hard exclude would skip it: the user named it.
 pub fn files(paths: &[PathBuf], threads: usize) -> Listing {
-    let mut out = Vec::new();
-    let mut unlisted = Vec::new();
+    let mut out = Listing::default();
     for path in paths {
         let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
         if !is_dir {
-            out.push(path.clone());
+            out.files.push(path.clone());
             continue;
         }
-        let (tx, rx) = mpsc::channel();
-        builder(path).threads(threads).build_parallel().run(|| {
-            let tx = tx.clone();
-            Box::new(move |entry| {
-                match entry {
-                    Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
-                        let _ = tx.send(Ok(e.into_path()));
-                    }
-                    Ok(_) => {}
-                    Err(err) => {
-                        let _ = tx.send(Err(err));
-                    }
-                }
-                WalkState::Continue
-            })
+        let parts = visit_files(path, threads, Listing::default, |part, entry| match entry {
+            Ok(file) => part.files.push(file.into_path()),
+            Err(err) => part.unlisted.push(err),
         });
-        drop(tx);
-        let mut found: Vec<PathBuf> = Vec::new();
-        for entry in rx {
-            match entry {
-                Ok(path) => found.push(path),
-                Err(err) => unlisted.push(err),
-            }
+        let mut found = Vec::new();
+        for part in parts {
+            found.extend(part.files);
+            out.unlisted.extend(part.unlisted);
         }
         found.sort();
-        out.extend(found);
+        out.files.extend(found);
     }
-    Listing { files: out, unlisted }
+    out
+}
+
+/// Walks the directory `root` with the project's rules on `threads` threads (ripgrep's
+/// parallel walker) and hands each regular file, and each part of the tree that could not be
+/// listed, to `visit` with the state of the thread that found it (made by `init`). Returns
+/// every thread's state once the walk is done: what to keep is the caller's to decide, so a
+/// scan holds its hits, not a list of the whole tree.
+pub fn visit_files<S, F>(root: &Path, threads: usize, init: impl Fn() -> S, visit: F) -> Vec<S>
+where
+    S: Send,
+    F: Fn(&mut S, Result<DirEntry, ignore::Error>) + Sync,
+{
+    let done = Mutex::new(Vec::new());
+    let mut threads_of = ThreadStates { init, visit: &visit, done: &done };
+    builder(root).threads(threads).build_parallel().visit(&mut threads_of);
+    done.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes each walker thread's [`ThreadState`].
+struct ThreadStates<'a, I, F, S> {
+    init: I,
+    visit: &'a F,
+    done: &'a Mutex<Vec<S>>,
+}
+
+/// One walker thread's state; handed back through `done` when the walker drops it, at the
+/// end of its thread.
+struct ThreadState<'a, F, S> {
+    state: Option<S>,
+    visit: &'a F,
+    done: &'a Mutex<Vec<S>>,
+}
+
+impl<'a, I, F, S> ParallelVisitorBuilder<'a> for ThreadStates<'a, I, F, S>
+where
+    I: Fn() -> S,
+    F: Fn(&mut S, Result<DirEntry, ignore::Error>) + Sync,
+    S: Send,
+{
+    fn build(&mut self) -> Box<dyn ParallelVisitor + 'a> {
+        Box::new(ThreadState { state: Some((self.init)()), visit: self.visit, done: self.done })
+    }
+}
+
+impl<F, S> ParallelVisitor for ThreadState<'_, F, S>
+where
+    F: Fn(&mut S, Result<DirEntry, ignore::Error>) + Sync,
+    S: Send,
+{
+    fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
+        let regular_or_error =
+            entry.as_ref().map_or(true, |e| e.file_type().is_some_and(|t| t.is_file()));
+        if let (true, Some(state)) = (regular_or_error, self.state.as_mut()) {
+            (self.visit)(state, entry);
+        }
+        WalkState::Continue
+    }
+}
+
+impl<F, S> Drop for ThreadState<'_, F, S> {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            self.done.lock().unwrap_or_else(|e| e.into_inner()).push(state);
+        }
+    }
 }
 
 /// The ignore rules of a watched tree, answering "is this path ignored?" for single paths as
