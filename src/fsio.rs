@@ -100,6 +100,11 @@ pub fn read_source(path: &Path) -> Result<Source, ReadError> {
     Ok(Source { bytes, metadata: meta })
 }
 
+/// Files up to this size are read whole in one call; longer ones are searched this many
+/// bytes at a time and read whole only when they hold what is looked for (ripgrep's buffer
+/// size too).
+const WINDOW: usize = 64 * 1024;
+
 /// A read buffer kept across files: a tree scan reads thousands of files and keeps almost
 /// none of their bytes, so it reads them all into one allocation (per thread), as ripgrep does.
 #[derive(Debug, Default)]
@@ -109,27 +114,42 @@ pub struct ReadBuffer {
 }
 
 impl ReadBuffer {
-    /// Reads `path`, which a directory listing has just shown to be a regular file, with
-    /// [`read_source`]'s guarantees but two of its steps left out: the listing's file type
-    /// stands in for the `symlink_metadata` before the open (the open still refuses a symlink
-    /// and does not wait for a FIFO, and the descriptor's own metadata is checked), and the
-    /// binary check is the caller's, for the few files it keeps. One `read` call for a file
-    /// whose size the descriptor told: the size as `fstat` saw it is taken as the end.
-    pub fn read_listed(&mut self, path: &Path) -> Result<&[u8], ReadError> {
-        let io_err = |source: io::Error| ReadError::Io { path: path.to_path_buf(), source };
-        let mut file = sys::open_read(path).map_err(|e| match sys::refusal_kind(&e) {
-            Some(kind) => ReadError::NotRegular { path: path.to_path_buf(), kind },
-            // Swapped for a directory since the listing, say (Windows cannot open one to read).
-            None => match std::fs::symlink_metadata(path) {
-                Ok(meta) if !meta.is_file() => {
-                    ReadError::NotRegular { path: path.to_path_buf(), kind: file_kind(&meta) }
-                }
-                _ => io_err(e),
-            },
-        })?;
-        let meta = file.metadata().map_err(io_err)?;
-        check_metadata(path, &meta)?;
-        let size = meta.len() as usize;
+    /// Reads `path`, which a directory listing has just shown to be a regular file, if it
+    /// holds `needle`: `Ok(None)` when it does not. [`read_source`]'s guarantees, with two of
+    /// its steps left out: the listing's file type stands in for the `symlink_metadata` before
+    /// the open (the open still refuses a symlink and does not wait for a FIFO, and the
+    /// descriptor's own metadata is checked), and the binary check is the caller's, for the
+    /// few files it keeps. A file longer than a window is searched a window at a time and read
+    /// whole only when the needle is in it, so the buffer stays small however long the files
+    /// without it are.
+    pub fn read_listed_holding(
+        &mut self,
+        path: &Path,
+        needle: &memchr::memmem::Finder<'_>,
+    ) -> Result<Option<&[u8]>, ReadError> {
+        let (mut file, size) = open_listed(path)?;
+        if size > WINDOW {
+            if !self.search_windows(path, &mut file, needle)? {
+                return Ok(None);
+            }
+            file.rewind().map_err(|e| io_error(path, e))?;
+        }
+        let len = self.read_whole(path, &mut file, size)?;
+        let bytes = &self.buf[..len];
+        // Looked for again in a long file: the bytes kept are the ones that must hold it.
+        Ok(needle.find(bytes).is_some().then_some(bytes))
+    }
+
+    /// Reads the rest of `file`, `size` bytes by its metadata, to the start of the buffer and
+    /// returns the length read. One `read` call when the file is as long as `fstat` said: the
+    /// size is taken as the end, without a second call to see 0 (a file that grows meanwhile
+    /// is read as it was at the `fstat`).
+    fn read_whole(
+        &mut self,
+        path: &Path,
+        file: &mut File,
+        size: usize,
+    ) -> Result<usize, ReadError> {
         // One byte past the size: a file that grew since the `fstat` is read on to its end (or
         // to one byte past the limit, which makes it too large).
         let mut want = size + 1;
@@ -141,13 +161,11 @@ impl ReadBuffer {
             let n = match file.read(&mut self.buf[filled..want]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_err(e)),
+                Err(e) => return Err(io_error(path, e)),
             };
             filled += n;
-            // `filled == size` after a short read: the end `fstat` promised, without a second
-            // call to see 0 (a file that grows meanwhile is read as it was at the `fstat`).
             if n == 0 || (filled == size && size > 0) {
-                break;
+                return Ok(filled);
             }
             if filled == want {
                 if want as u64 > MAX_FILE_SIZE {
@@ -159,8 +177,65 @@ impl ReadBuffer {
                 want = (want * 2).min(MAX_FILE_SIZE as usize + 1);
             }
         }
-        Ok(&self.buf[..filled])
     }
+
+    /// True if `needle` is in the rest of `file`, read a window at a time into the buffer,
+    /// the last `needle.len() - 1` bytes of each window kept before the next for a needle
+    /// across the two.
+    fn search_windows(
+        &mut self,
+        path: &Path,
+        file: &mut File,
+        needle: &memchr::memmem::Finder<'_>,
+    ) -> Result<bool, ReadError> {
+        let overlap = needle.needle().len().saturating_sub(1);
+        if self.buf.len() < WINDOW + overlap {
+            self.buf.resize(WINDOW + overlap, 0);
+        }
+        let (mut kept, mut total) = (0, 0u64);
+        loop {
+            let n = match file.read(&mut self.buf[kept..kept + WINDOW]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_error(path, e)),
+            };
+            if n == 0 {
+                return Ok(false);
+            }
+            total += n as u64;
+            if total > MAX_FILE_SIZE {
+                return Err(ReadError::TooLarge { path: path.to_path_buf(), size: total });
+            }
+            let end = kept + n;
+            if needle.find(&self.buf[..end]).is_some() {
+                return Ok(true);
+            }
+            kept = overlap.min(end);
+            self.buf.copy_within(end - kept..end, 0);
+        }
+    }
+}
+
+fn io_error(path: &Path, source: io::Error) -> ReadError {
+    ReadError::Io { path: path.to_path_buf(), source }
+}
+
+/// Opens a file a listing showed to be regular, and checks the descriptor's metadata: the
+/// file and its size.
+fn open_listed(path: &Path) -> Result<(File, usize), ReadError> {
+    let file = sys::open_read(path).map_err(|e| match sys::refusal_kind(&e) {
+        Some(kind) => ReadError::NotRegular { path: path.to_path_buf(), kind },
+        // Swapped for a directory since the listing, say (Windows cannot open one to read).
+        None => match std::fs::symlink_metadata(path) {
+            Ok(meta) if !meta.is_file() => {
+                ReadError::NotRegular { path: path.to_path_buf(), kind: file_kind(&meta) }
+            }
+            _ => io_error(path, e),
+        },
+    })?;
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    check_metadata(path, &meta)?;
+    Ok((file, meta.len() as usize))
 }
 
 /// True if the first [`BINARY_SNIFF_LEN`] bytes hold a NUL.
@@ -568,35 +643,50 @@ mod tests {
     }
 
     /// One buffer for many files: each read gives exactly that file's bytes (never a longer
-    /// file's leftovers), with the size limit and the refusals of `read_source`.
+    /// file's leftovers) if they hold the needle, wherever it is (across two windows of a long
+    /// file too), with the size limit and the refusals of `read_source`.
     #[test]
     fn a_reused_buffer_reads_each_file_exactly() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path();
+        let needle = memchr::memmem::Finder::new("@claude");
         let mut buf = ReadBuffer::default();
-        let long = vec![b'x'; 100_000];
-        std::fs::write(p.join("long.py"), &long).unwrap();
+        let mut read = |name: &str| {
+            buf.read_listed_holding(&p.join(name), &needle).map(|b| b.map(<[u8]>::to_vec))
+        };
+        let mut across = vec![b'x'; 100_000];
+        across[WINDOW - 3..WINDOW + 4].copy_from_slice(b"@claude");
+        std::fs::write(p.join("across.py"), &across).unwrap();
+        let mut late = vec![b'x'; 300_000];
+        late.extend_from_slice(b"# @claude at the end\n");
+        std::fs::write(p.join("late.py"), &late).unwrap();
+        std::fs::write(p.join("without.py"), vec![b'x'; 300_000]).unwrap();
         std::fs::write(p.join("short.py"), "# @claude hi\n").unwrap();
+        std::fs::write(p.join("short-without.py"), "x = 1\n").unwrap();
         std::fs::write(p.join("empty.py"), "").unwrap();
-        assert_eq!(buf.read_listed(&p.join("long.py")).unwrap(), &long[..]);
-        assert_eq!(buf.read_listed(&p.join("short.py")).unwrap(), b"# @claude hi\n");
-        assert_eq!(buf.read_listed(&p.join("empty.py")).unwrap(), b"");
-        assert_eq!(buf.read_listed(&p.join("long.py")).unwrap(), &long[..]);
+        assert_eq!(read("across.py").unwrap().unwrap(), across);
+        assert_eq!(read("short.py").unwrap().unwrap(), b"# @claude hi\n");
+        assert_eq!(read("without.py").unwrap(), None);
+        assert_eq!(read("late.py").unwrap().unwrap(), late);
+        assert_eq!(read("short-without.py").unwrap(), None);
+        assert_eq!(read("empty.py").unwrap(), None);
+        assert_eq!(read("short.py").unwrap().unwrap(), b"# @claude hi\n");
 
         std::fs::write(p.join("big.py"), vec![b'a'; MAX_FILE_SIZE as usize + 1]).unwrap();
-        let big = buf.read_listed(&p.join("big.py"));
+        let big = read("big.py");
         assert!(matches!(big, Err(ReadError::TooLarge { .. })), "{big:?}");
-        let at_limit = vec![b'a'; MAX_FILE_SIZE as usize];
+        let mut at_limit = vec![b'a'; MAX_FILE_SIZE as usize - 7];
+        at_limit.extend_from_slice(b"@claude");
         std::fs::write(p.join("ok.py"), &at_limit).unwrap();
-        assert_eq!(buf.read_listed(&p.join("ok.py")).unwrap(), &at_limit[..]);
+        assert_eq!(read("ok.py").unwrap().unwrap(), at_limit);
 
         // The binary check is the caller's: the bytes come back as they are.
-        std::fs::write(p.join("bin.py"), b"x\0y").unwrap();
-        assert_eq!(buf.read_listed(&p.join("bin.py")).unwrap(), b"x\0y");
+        std::fs::write(p.join("bin.py"), b"@claude\0y").unwrap();
+        assert_eq!(read("bin.py").unwrap().unwrap(), b"@claude\0y");
 
-        let dir_err = buf.read_listed(p).unwrap_err();
+        let dir_err = buf.read_listed_holding(p, &needle).unwrap_err();
         assert!(matches!(dir_err, ReadError::NotRegular { kind: "directory", .. }), "{dir_err}");
-        let missing = buf.read_listed(&p.join("missing.py")).unwrap_err();
+        let missing = buf.read_listed_holding(&p.join("missing.py"), &needle).unwrap_err();
         assert!(!missing.is_skip(), "{missing}");
     }
 
@@ -1011,9 +1101,10 @@ mod tests {
         // The same through the scan's reused buffer (which trusts the listing instead of an
         // lstat: the open and the descriptor's metadata still refuse both).
         let mut buf = ReadBuffer::default();
-        let link = buf.read_listed(&p.join("link.py"));
+        let needle = memchr::memmem::Finder::new("@claude");
+        let link = buf.read_listed_holding(&p.join("link.py"), &needle);
         assert!(matches!(link, Err(ReadError::NotRegular { kind: "symlink", .. })), "{link:?}");
-        let pipe = buf.read_listed(&fifo);
+        let pipe = buf.read_listed_holding(&fifo, &needle);
         assert!(matches!(pipe, Err(ReadError::NotRegular { kind: "fifo", .. })), "{pipe:?}");
     }
 }

@@ -253,16 +253,24 @@ pub struct LanguageTable {
 
 impl LanguageTable {
     /// The table embedded in the binary. Its validity is checked by the test suite, so a
-    /// failure here is a build defect, not a user error.
+    /// failure here is a build defect, not a user error. Its node kinds are not looked up in
+    /// the grammars again at every start (the test suite did, with [`LanguageTable::parse`]):
+    /// that lookup reads every grammar's symbol table, a cost of a few megabytes of memory
+    /// to every `scan`, most of which parses nothing.
     pub fn builtin() -> &'static LanguageTable {
         static TABLE: OnceLock<LanguageTable> = OnceLock::new();
         TABLE.get_or_init(|| {
-            LanguageTable::parse(BUILTIN_TOML).expect("embedded grammars.toml is invalid")
+            LanguageTable::parse_with(BUILTIN_TOML, NodeKinds::Trusted)
+                .expect("embedded grammars.toml is invalid")
         })
     }
 
     /// Reads and checks a table in the `grammars.toml` format.
     pub fn parse(text: &str) -> Result<LanguageTable, TableError> {
+        LanguageTable::parse_with(text, NodeKinds::Checked)
+    }
+
+    fn parse_with(text: &str, kinds: NodeKinds) -> Result<LanguageTable, TableError> {
         let raw: RawTable = toml::from_str(text)?;
         let mut table = LanguageTable {
             languages: Vec::with_capacity(raw.language.len()),
@@ -284,7 +292,7 @@ impl LanguageTable {
                     });
                 }
             }
-            let lang = check_row(row)?;
+            let lang = check_row(row, kinds)?;
             let index = table.languages.len();
             for ft in &lang.file_types {
                 let key = match ft {
@@ -415,7 +423,16 @@ fn delimiters(raw: Vec<RawDelimiter>) -> Vec<Delimiters> {
         .collect()
 }
 
-fn check_row(row: RawLanguage) -> Result<Language, TableError> {
+/// Whether a table's node kinds are looked up in their grammars.
+#[derive(Clone, Copy, PartialEq)]
+enum NodeKinds {
+    /// Each one must name a node of its grammar.
+    Checked,
+    /// The builtin table's, which its test checked.
+    Trusted,
+}
+
+fn check_row(row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError> {
     let name = row.name;
     let bad = |problem: &str| row_error(&name, problem);
     if name.is_empty()
@@ -490,7 +507,7 @@ fn check_row(row: RawLanguage) -> Result<Language, TableError> {
                 return Err(bad("a grammar needs its comment-kinds"));
             }
             let lang = grammar::language(g);
-            if let Some(lang) = &lang {
+            if let (Some(lang), NodeKinds::Checked) = (&lang, kinds) {
                 for kind in row.comment_kinds.iter().chain(&row.lexed_kinds) {
                     if lang.id_for_node_kind(kind, true) == 0 {
                         return Err(bad(&format!("grammar `{g}` has no node kind `{kind}`")));

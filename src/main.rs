@@ -447,6 +447,7 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     let mut report = filewatch_mcp::scan_paths(&scanner, paths, threads);
     // Skips (binary, too large, FIFOs) are expected in a tree; anything else fails the scan.
     let failed = report.unlisted.len() + report.errors.iter().filter(|e| !e.is_skip()).count();
+    let skipped = report.errors.len();
     for err in std::mem::take(&mut report.unlisted) {
         filewatch_mcp::Problem::Walk(err).log();
     }
@@ -468,7 +469,7 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     }
     out.flush()?;
     tracing::debug!(
-        "{} files scanned, {} markers",
+        "{} files read, {skipped} skipped or failed, {} markers",
         report.scanned,
         report.files.iter().map(|f| f.markers.len()).sum::<usize>()
     );

@@ -79,10 +79,9 @@ fn scan_listed(
     path: &Path,
     buf: &mut fsio::ReadBuffer,
 ) -> Result<Option<Vec<Marker>>, ReadError> {
-    let bytes = buf.read_listed(path)?;
-    if !scanner.may_hold_marker(bytes) {
+    let Some(bytes) = buf.read_listed_holding(path, scanner.finder())? else {
         return Ok(None);
-    }
+    };
     if fsio::looks_binary(bytes) {
         return Err(ReadError::Binary { path: path.to_path_buf() });
     }

@@ -199,6 +199,11 @@ impl<'t> Scanner<'t> {
         self.finder.find(src).is_some()
     }
 
+    /// The searcher for the trigger's bytes.
+    pub fn finder(&self) -> &memmem::Finder<'static> {
+        &self.finder
+    }
+
     /// Every marker in `src`, a file in language `lang`, in file order.
     pub fn scan(&self, lang: &Language, src: &[u8]) -> Vec<Marker> {
         self.scan_with(lang, src, None)
