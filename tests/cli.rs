@@ -273,6 +273,19 @@ fn unreadable_dir(_root: &Path, _rel: &str) -> PathBuf {
     unreachable!("only called after as_unprivileged, which is None off Unix")
 }
 
+#[cfg(unix)]
+fn unreadable_file(root: &Path, rel: &str, bytes: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = write(root, rel, bytes);
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
+    p
+}
+
+#[cfg(not(unix))]
+fn unreadable_file(_root: &Path, _rel: &str, _bytes: &str) -> PathBuf {
+    unreachable!("only called after as_unprivileged, which is None off Unix")
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -341,6 +354,29 @@ fn scan_exit_codes_are_consistent() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "tree/a.py:1: @claude hello\n");
     assert!(stderr(&out).contains("tree/locked"), "{}", stderr(&out));
+}
+
+/// A file no language claims is none of the scan's business: unreadable (someone's private key,
+/// say), it does not fail the scan. An unreadable source file still does.
+#[test]
+fn unreadable_files_of_no_language_do_not_fail_a_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "tree/a.py", "# @claude hello\n");
+    let Some(mut scan) = as_unprivileged(dir.path()) else {
+        eprintln!("skipped: cannot drop privileges here");
+        return;
+    };
+    unreadable_file(dir.path(), "tree/key.pem", "-----BEGIN PRIVATE KEY-----\n");
+    let out = scan.args(["scan", "tree"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "tree/a.py:1: @claude hello\n");
+    assert!(!stderr(&out).contains("key.pem"), "{}", stderr(&out));
+
+    unreadable_file(dir.path(), "tree/b.py", "# @claude unseen\n");
+    let mut scan = as_unprivileged(dir.path()).unwrap();
+    let out = scan.args(["scan", "tree"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("b.py"), "{}", stderr(&out));
 }
 
 #[test]
