@@ -34,7 +34,8 @@ pub struct ScanReport {
     /// trigger is looked for before the language).
     pub scanned: usize,
     /// Files skipped or failed, with the reason, sorted by path. Walked files are checked for
-    /// being binary only when they hold the trigger.
+    /// being binary only when they hold the trigger, and the read failures of walked files no
+    /// language claims are not reported.
     pub errors: Vec<ReadError>,
     /// Parts of the tree that could not be listed (unreadable directories).
     pub unlisted: Vec<ignore::Error>,
@@ -79,8 +80,14 @@ fn scan_listed(
     path: &Path,
     buf: &mut fsio::ReadBuffer,
 ) -> Result<Option<Vec<Marker>>, ReadError> {
-    let Some(bytes) = buf.read_listed_holding(path, scanner.finder())? else {
-        return Ok(None);
+    let bytes = match buf.read_listed_holding(path, scanner.finder()) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        // A file no language claims is none of the scan's business: that it cannot be read
+        // (someone's private key, say) is no failure. Its name is looked at only then, so a
+        // file is searched before any lookup of its language.
+        Err(e) if !e.is_skip() && !scanner.table().may_claim(path) => return Ok(None),
+        Err(e) => return Err(e),
     };
     if fsio::looks_binary(bytes) {
         return Err(ReadError::Binary { path: path.to_path_buf() });
