@@ -373,15 +373,34 @@ fn initialized_raw(
 }
 
 /// A client that stops reading stdout: the server stops stamping (markers stay untagged, for
-/// next time) instead of stamping asks that cannot be delivered, and SIGTERM still ends it.
-/// Every tag on disk is an ask that reached stdout or was queued when the process ended.
+/// next time) instead of stamping asks that cannot be delivered, and SIGTERM ends it while its
+/// stdout pipe is full. Every tag on disk is an ask that reached stdout or was queued when the
+/// process ended.
 #[cfg(unix)] // SIGTERM
 #[test]
 fn a_client_that_stops_reading_gets_no_undelivered_tags() {
+    stop_reading_then(|child, _stdin| {
+        // SAFETY: sending a signal to our own child process.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+    });
+}
+
+/// The same client then closing stdin (Claude Code quitting without reading): stdin EOF ends
+/// the server while its stdout pipe is still full.
+#[test]
+fn stdin_eof_ends_the_server_however_full_its_stdout() {
+    stop_reading_then(|_child, stdin| drop(stdin));
+}
+
+/// Fills the server's stdout by not reading it, then ends the session with `end` and checks the
+/// server exits before anyone reads the pipe, having tagged nothing it could not deliver.
+fn stop_reading_then(end: fn(&mut Child, ChildStdin)) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let (mut child, _stdin, mut stdout) = initialized_raw(&root, state.path());
+    let (mut child, stdin, mut stdout) = initialized_raw(&root, state.path());
     // From here on nobody reads stdout.
     const FILES: usize = 1500;
     let pad = "# filler to make each notification long enough to fill pipes sooner\n".repeat(2);
@@ -408,23 +427,28 @@ fn a_client_that_stops_reading_gets_no_undelivered_tags() {
             last = (now, Instant::now());
         }
     }
-    // SAFETY: sending a signal to our own child process.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
     let t = Instant::now();
+    end(&mut child, stdin);
+    // Nobody reads the full pipe until the process has gone.
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(t.elapsed() < DEADLINE, "still running with a full stdout pipe");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = t.elapsed();
     let mut delivered = 0;
     let mut line = String::new();
     while stdout.read_line(&mut line).unwrap_or(0) > 0 {
         delivered += usize::from(line.contains("notifications/claude/channel"));
         line.clear();
     }
-    let status = child.wait().unwrap();
     let on_disk = tagged();
     eprintln!(
         "{on_disk} of {FILES} files tagged, {delivered} notifications on stdout, exit {status} \
-         {} ms after SIGTERM",
-        t.elapsed().as_millis()
+         {} ms after the end of the session",
+        took.as_millis()
     );
     assert!(on_disk < FILES, "it kept stamping what it could not deliver");
     // What is tagged but not on stdout was held in memory when the process ended: the ask
