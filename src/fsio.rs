@@ -547,6 +547,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let from = sys::open_read(path).map_err(&io_err)?;
     let meta = from.metadata().map_err(&io_err)?;
     let mut scratch = write_temp_beside(path, bytes, &from, &meta)?;
+    drop(from); // Windows will not rename over a file we hold open
     let temp = scratch.temp().to_path_buf();
     scratch.keep(&temp);
     retry_busy(|| std::fs::rename(&temp, path)).map_err(|e| kept(path, &temp, e))
