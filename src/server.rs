@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -30,7 +31,7 @@ use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::sync::{mpsc, watch, Mutex};
 
 use crate::asks::Asks;
 use crate::error::{Problem, StartError};
@@ -74,6 +75,11 @@ const READ_BUFFER: usize = 64 * 1024;
 /// Replies the line filter makes itself (parse errors, the discover probe) waiting for the
 /// line writer.
 const FILTER_REPLIES: usize = 64;
+
+/// After the client closes stdin, how long replies already made may take to reach stdout: a
+/// client that reads gets them, one that stopped reading does not keep the process alive.
+/// Twice this (rmcp, then the stdout writer) stays well under the second that ending may take.
+const FLUSH_GRACE: Duration = Duration::from_millis(300);
 
 /// What Claude reads in its system prompt about this server (kept well under 4096 chars).
 pub const INSTRUCTIONS: &str = "\
@@ -491,7 +497,7 @@ async fn filter_input<R, W>(
     input: R,
     mut to_rmcp: W,
     errors: mpsc::Sender<String>,
-    ended: oneshot::Sender<()>,
+    ended: watch::Sender<bool>,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -539,7 +545,7 @@ async fn filter_input<R, W>(
             }
         }
     }
-    let _ = ended.send(());
+    let _ = ended.send(true);
     let _ = to_rmcp.shutdown().await;
 }
 
@@ -616,11 +622,12 @@ async fn serve_with_notices<R, W>(
     let (rmcp_in, filter_end) = tokio::io::duplex(PIPE_BUFFER);
     let (writer_end, rmcp_out) = tokio::io::duplex(OUTPUT_BUFFER);
     let (err_tx, err_rx) = mpsc::channel(FILTER_REPLIES);
-    let (ended_tx, mut ended) = oneshot::channel();
+    let (ended_tx, ended) = watch::channel(false);
     let filter = tokio::spawn(filter_input(input, filter_end, err_tx, ended_tx));
     let writer = tokio::spawn(write_output(writer_end, err_rx, output));
     let announcer = {
         let shared = shared.clone();
+        let ended = ended.clone();
         tokio::spawn(async move {
             let mut notices_open = true;
             loop {
@@ -628,7 +635,7 @@ async fn serve_with_notices<R, W>(
                     // The client closed its input: it is leaving, and what is stamped now
                     // would never reach it. Closing the queue stops the stamping at once (the
                     // markers stay untagged, for whichever session owns the root next).
-                    _ = &mut ended => {
+                    () = input_ended(ended.clone()) => {
                         asks.close();
                         break;
                     }
@@ -654,12 +661,20 @@ async fn serve_with_notices<R, W>(
     match server.serve((rmcp_in, rmcp_out)).await {
         Ok(running) => {
             let session = running.cancellation_token();
+            let waiting = running.waiting();
+            tokio::pin!(waiting);
             tokio::select! {
-                _ = running.waiting() => {}
+                _ = &mut waiting => {}
                 // stdout closed: the client is gone, and nothing can be announced any more.
                 _ = &mut writer => {
                     writer_done = true;
                     session.cancel();
+                }
+                // stdin closed: rmcp answers what it has read, unless nobody reads stdout.
+                () = input_ended(ended.clone()) => {
+                    if tokio::time::timeout(FLUSH_GRACE, &mut waiting).await.is_err() {
+                        session.cancel();
+                    }
                 }
             }
         }
@@ -667,9 +682,15 @@ async fn serve_with_notices<R, W>(
     }
     announcer.abort();
     filter.abort();
-    if !writer_done {
-        let _ = writer.await;
+    if !writer_done && tokio::time::timeout(FLUSH_GRACE, &mut writer).await.is_err() {
+        tracing::debug!("stdout is not read: what is left unwritten is dropped");
+        writer.abort();
     }
+}
+
+/// Resolves once the client has closed stdin (see [`filter_input`]).
+async fn input_ended(mut ended: watch::Receiver<bool>) {
+    let _ = ended.wait_for(|&eof| eof).await;
 }
 
 /// The live worker's sink: the queue to the announcer, which has room while the client reads.
