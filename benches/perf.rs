@@ -18,6 +18,8 @@
 //! - `--tree PATH` the real tree (default: the first of `~/.cargo/registry/src`, the toolchain's
 //!   `lib/rustlib/src` and `share/doc`, `/usr/share` with ≥ 20k files), `--tree none` skips it;
 //! - `--bin PATH` measures another build of filewatch-mcp (default: the one cargo just built);
+//! - `--synthetic DIR` writes the synthetic tree there and keeps it, or reuses the one there
+//!   (writing and removing 100k files takes a minute or two on a loaded machine);
 //! - `--runs N` (starts and scans per median), `--saves N` (per file size), `--idle SECONDS`,
 //!   `--packages N` (a synthetic tree of N × 1,000 files).
 //!
@@ -55,27 +57,45 @@ fn main() {
     let tools = Tools::find();
     let mut report = Report::default();
 
-    let synthetic = tempfile::tempdir().unwrap();
-    let root = synthetic.path().canonicalize().unwrap();
-    let (files, dirs) = common::synthetic_tree(&root, opts.packages);
+    let started = Instant::now();
+    // A kept tree (`--synthetic DIR`) or a temporary one, removed at the end.
+    let temporary = opts.synthetic.is_none().then(|| tempfile::tempdir().unwrap());
+    let root = match (&opts.synthetic, &temporary) {
+        (Some(dir), _) => {
+            std::fs::create_dir_all(dir).unwrap();
+            dir.canonicalize().unwrap()
+        }
+        (None, Some(t)) => t.path().canonicalize().unwrap(),
+        (None, None) => unreachable!(),
+    };
+    let (files, dirs) = phase("synthetic tree", || common::synthetic_tree(&root, opts.packages));
     let synthetic_name = format!("synthetic tree ({} files / {} dirs)", thousands(files), dirs);
     report.note(format!("{synthetic_name}: `common::synthetic_tree`, a git repository"));
 
-    ready(&opts, &tools, &root, &mut report);
-    idle_and_read_storm(&opts, &tools, &root, &mut report);
+    phase("ready", || ready(&opts, &tools, &root, &mut report));
+    phase("idle and read storm", || idle_and_read_storm(&opts, &tools, &root, &mut report));
     for kb in [5, 100] {
-        latency(&opts, kb, &mut report);
+        phase("save → ask", || latency(&opts, kb, &mut report));
     }
-    scan(&opts, &tools, &root, "synthetic tree", &mut report);
-    drop(synthetic);
-    match real_tree(&opts) {
+    phase("scan, synthetic tree", || scan(&opts, &tools, &root, "synthetic tree", &mut report));
+    match phase("real tree, counting", || real_tree(&opts)) {
         Some((path, count)) => {
             report.note(format!("real tree: {} ({} files)", path.display(), thousands(count)));
-            scan(&opts, &tools, &path, "real tree", &mut report);
+            phase("scan, real tree", || scan(&opts, &tools, &path, "real tree", &mut report));
         }
         None => report.note("real tree: none (`--tree none`, or none of ≥ 20k files found)".into()),
     }
+    report.note(format!("measured in {:.0} s", started.elapsed().as_secs_f64()));
     report.print(&opts, &tools, &synthetic_name);
+    phase("removing the temporary tree", || drop(temporary));
+}
+
+/// Runs one part of the benchmark, saying on stderr how long it took.
+fn phase<T>(name: &str, f: impl FnOnce() -> T) -> T {
+    let t0 = Instant::now();
+    let out = f();
+    eprintln!("{name}: {:.1} s", t0.elapsed().as_secs_f64());
+    out
 }
 
 /// The command line after `--`.
@@ -84,6 +104,8 @@ struct Options {
     bin: PathBuf,
     /// `None`: the default real tree; `Some(None)`: none.
     tree: Option<Option<PathBuf>>,
+    /// Where the synthetic tree is kept between runs; `None`: a temporary directory.
+    synthetic: Option<PathBuf>,
     runs: usize,
     saves: usize,
     idle: Duration,
@@ -98,6 +120,7 @@ impl Options {
             quick,
             bin: PathBuf::from(env!("CARGO_BIN_EXE_filewatch-mcp")),
             tree: None,
+            synthetic: None,
             runs: if quick { 2 } else { 5 },
             saves: if quick { 20 } else { 200 },
             idle: Duration::from_secs(if quick { 5 } else { 30 }),
@@ -114,6 +137,7 @@ impl Options {
                     let v = value();
                     opts.tree = Some((v != "none").then(|| PathBuf::from(v)));
                 }
+                "--synthetic" => opts.synthetic = Some(PathBuf::from(value())),
                 "--runs" => opts.runs = number(value()).max(1),
                 "--saves" => opts.saves = number(value()).max(1),
                 "--idle" => opts.idle = Duration::from_secs(number(value()).max(1) as u64),
@@ -128,7 +152,7 @@ impl Options {
 fn usage(problem: &str) -> ! {
     eprintln!(
         "perf: {problem}\nusage: cargo bench --bench perf -- [--quick] [--tree PATH|none] \
-         [--bin PATH] [--runs N] [--saves N] [--idle SECONDS] [--packages N]"
+         [--bin PATH] [--synthetic DIR] [--runs N] [--saves N] [--idle SECONDS] [--packages N]"
     );
     std::process::exit(2);
 }

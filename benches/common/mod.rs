@@ -21,8 +21,16 @@ const DIRS_PER_PACKAGE: usize = 100;
 /// Writes the synthetic tree under `root`: `packages` × 100 directories of 10 small Python files
 /// (`packages = 100` is the tree: 100,000 files in 10,100 directories), and makes it a git
 /// repository, as a real project is (the watcher watches the git directory for its lock).
-/// Returns the number of files and directories written.
+/// A tree this wrote before with as many packages is kept as it is (`.git/synthetic-tree` says
+/// how many). Returns the number of files and directories.
 pub fn synthetic_tree(root: &Path, packages: usize) -> (usize, usize) {
+    let files = packages * DIRS_PER_PACKAGE * FILES_PER_DIR;
+    let dirs = packages * (DIRS_PER_PACKAGE + 1);
+    let stamp = root.join(".git/synthetic-tree");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == packages.to_string()) {
+        eprintln!("reusing the {files} files in {dirs} directories under {}", root.display());
+        return (files, dirs);
+    }
     let made = Instant::now();
     for a in 0..packages {
         for b in 0..DIRS_PER_PACKAGE {
@@ -33,13 +41,12 @@ pub fn synthetic_tree(root: &Path, packages: usize) -> (usize, usize) {
             }
         }
     }
-    let files = packages * DIRS_PER_PACKAGE * FILES_PER_DIR;
-    let dirs = packages * (DIRS_PER_PACKAGE + 1);
     eprintln!(
         "generated {files} files in {dirs} directories in {:.1} s",
         made.elapsed().as_secs_f64()
     );
     let _ = Command::new("git").arg("-C").arg(root).args(["init", "-q"]).status();
+    let _ = std::fs::write(stamp, packages.to_string());
     (files, dirs)
 }
 
