@@ -58,6 +58,7 @@ fn main() {
     let mut report = Report::default();
 
     let started = Instant::now();
+    let load_before = load_average();
     // A kept tree (`--synthetic DIR`) or a temporary one, removed at the end.
     let temporary = opts.synthetic.is_none().then(|| tempfile::tempdir().unwrap());
     let root = match (&opts.synthetic, &temporary) {
@@ -85,7 +86,12 @@ fn main() {
         }
         None => report.note("real tree: none (`--tree none`, or none of ≥ 20k files found)".into()),
     }
-    report.note(format!("measured in {:.0} s", started.elapsed().as_secs_f64()));
+    report.note(format!(
+        "measured in {:.0} s; load average {load_before} before, {} after (other work on \
+         the machine makes every number here worse)",
+        started.elapsed().as_secs_f64(),
+        load_average()
+    ));
     report.print(&opts, &tools, &synthetic_name);
     phase("removing the temporary tree", || drop(temporary));
 }
@@ -660,8 +666,6 @@ impl Report {
 
     fn print(&self, opts: &Options, tools: &Tools, synthetic: &str) {
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        let load: Vec<&str> = load.split_whitespace().take(3).collect();
         println!();
         println!(
             "### filewatch-mcp beside rg and inotifywait{}",
@@ -669,8 +673,7 @@ impl Report {
         );
         println!();
         println!(
-            "{cores} cores, load average {}; `{}`; {}; {}; {synthetic}",
-            load.join(" "),
+            "{cores} cores; `{}`; {}; {}; {synthetic}",
             opts.bin.display(),
             tools.rg.as_deref().unwrap_or("no rg"),
             tools.inotifywait.as_deref().unwrap_or("no inotifywait"),
@@ -689,6 +692,7 @@ impl Report {
             let ratio_text = match (&row.reference, ratio) {
                 (Ref::Missing(_), _) => "n/a".into(),
                 (_, Some(r)) if r.is_finite() => format!("{r:.2}×"),
+                (_, Some(r)) if r.is_nan() => "— (both 0)".into(),
                 (_, Some(_)) => "∞ (reference 0)".into(),
                 (_, None) => "—".into(),
             };
@@ -726,15 +730,21 @@ impl Report {
     }
 }
 
-/// `ours / reference`; infinite when the reference is 0 and ours is not, 1 when both are.
+/// `ours / reference`; infinite when the reference is 0 and ours is not, NaN when both are.
 fn ratio(ours: f64, reference: f64) -> f64 {
     if reference > 0.0 {
         ours / reference
     } else if ours > 0.0 {
         f64::INFINITY
     } else {
-        1.0
+        f64::NAN
     }
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// `100000` → `100,000`.
