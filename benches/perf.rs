@@ -6,7 +6,7 @@
 //! - ready time (median of several starts) and RSS at ready on the synthetic tree (100k files in
 //!   10,100 directories, `common::synthetic_tree`), beside `inotifywait -m -r` on the same tree;
 //! - idle wake-ups: voluntary context switches per second, summed over all threads, over 30 s,
-//!   of `serve` (in an initialized MCP session, as Claude Code runs it) and of `watch`;
+//!   of the server (in an initialized MCP session, as Claude Code runs it) and of `watch`;
 //! - CPU time each spends, idle, while `rg -uuu -c zzzz` reads every file of the tree;
 //! - save → ask latency beyond the debounce, p50 and p99, for 5 KB and 100 KB Python files that
 //!   are committed in a git repository (so git provenance runs as it does in a real project);
@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{percentile, Running, DEBOUNCE_MS};
+use common::{percentile, Running, Session, DEBOUNCE_MS};
 
 /// The events a watcher for saves needs: what `inotifywait` is given, so that it is the
 /// reference for a watcher that reads cost nothing.
@@ -252,41 +252,13 @@ fn inotifywait(root: &Path) -> (Killed, Duration) {
     (child, ready_after)
 }
 
-/// `filewatch-mcp serve --root ROOT` in an initialized MCP session (stdin kept open), as Claude
-/// Code runs it. Killed when dropped.
-fn serve(bin: &Path, root: &Path) -> Killed {
-    use std::io::{BufRead, BufReader, Write};
-    let mut child = Command::new(bin)
-        .args(["serve", "--root"])
-        .arg(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {} serve: {e}", bin.display()));
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let child = Killed(child);
-    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"perf","version":"0"}}}"#;
-    writeln!(stdin, "{initialize}").expect("serve reads stdin");
-    let mut lines = BufReader::new(stdout).lines();
-    while !lines.next().expect("an initialize result").unwrap().contains(r#""id":1"#) {}
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
-    // The session lasts while stdin is open and stdout is read.
-    std::thread::spawn(move || {
-        let _stdin = stdin;
-        for _ in lines {}
-    });
-    child
-}
-
 /// Idle wake-ups over `opts.idle`, then the CPU time spent while every file of the tree is read:
-/// `serve`, `watch` and `inotifywait`, all running at once on the tree.
+/// the server, `watch` and `inotifywait`, all running at once on the tree.
 fn idle_and_read_storm(opts: &Options, tools: &Tools, root: &Path, report: &mut Report) {
     let w = Running::start(&opts.bin, root);
-    let s = serve(&opts.bin, root);
+    let s = Session::start(&opts.bin, root);
     let inw = tools.inotifywait.as_ref().map(|_| inotifywait(root).0);
-    let ours = [("`serve` (an MCP session)", s.0.id()), ("`watch`", w.pid())];
+    let ours = [("the server (an MCP session)", s.pid()), ("`watch`", w.pid())];
     let inw_pid = inw.as_ref().map(|c| c.0.id());
     let pids: Vec<u32> = ours.iter().map(|o| o.1).chain(inw_pid).collect();
     // Git reads `.git/info/exclude` and takes its lock, as it does in a real project; then the
@@ -325,20 +297,8 @@ fn idle_and_read_storm(opts: &Options, tools: &Tools, root: &Path, report: &mut 
     }
 
     let before: Vec<Duration> = pids.iter().map(|&p| common::cpu_time(p)).collect();
-    let reader = if tools.rg.is_some() {
-        eprintln!("read storm: rg -uuu -c zzzz");
-        let _ = Command::new("rg")
-            .args(["-uuu", "-c", "zzzz"])
-            .arg(root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        "`rg -uuu -c zzzz`"
-    } else {
-        eprintln!("read storm: no rg, the benchmark reads every file itself");
-        read_every_file(root);
-        "the benchmark itself (no rg)"
-    };
+    eprintln!("read storm");
+    let reader = common::read_every_file(root);
     report.note(format!("read storm: every file of the synthetic tree read by {reader}"));
     for &pid in &pids {
         common::settle(pid, Duration::from_secs(1), Duration::from_secs(30));
@@ -357,15 +317,6 @@ fn idle_and_read_storm(opts: &Options, tools: &Tools, root: &Path, report: &mut 
             unit: Unit::CpuSeconds,
             target: Target::Below(0.02),
         });
-    }
-}
-
-/// Reads every file under `root`, hidden and ignored ones too, as `rg -uuu` does.
-fn read_every_file(root: &Path) {
-    for entry in ignore::WalkBuilder::new(root).standard_filters(false).build().flatten() {
-        if entry.file_type().is_some_and(|t| t.is_file()) {
-            let _ = std::fs::read(entry.path());
-        }
     }
 }
 
@@ -720,7 +671,7 @@ impl Report {
         println!();
         println!(
             "Reference: `inotifywait -m -r -e {WRITE_EVENTS}` for ready, RSS, wake-ups and the \
-             read storm (both watchers run at once for the last two); `rg -l @claude` for `scan`. \
+             read storm (all run at once for those two); `rg -l @claude` for `scan`. \
              Latencies are from the end of the save's write to the ask on stdout, minus the \
              {DEBOUNCE_MS} ms debounce."
         );

@@ -1,13 +1,13 @@
-//! What the watcher benchmarks share (`watch.rs`, `perf.rs`): the synthetic tree, the watcher
-//! as a child process, Python files of a given size, and readings from `/proc` (Linux; they read
-//! as zero elsewhere).
+//! What the watcher benchmarks share (`watch.rs`, `idle.rs`, `perf.rs`): the synthetic tree,
+//! `watch` and the MCP server as child processes, Python files of a given size, and readings from
+//! `/proc` (Linux; they read as zero elsewhere).
 
 // Each bench binary compiles this module and uses what it needs of it.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,56 @@ impl Drop for Running {
     }
 }
 
+/// The MCP server (`filewatch-mcp --root ROOT`) in an initialized session, as Claude Code runs
+/// it: stdin held open, stdout read. Killed when dropped.
+pub struct Session {
+    pub child: Child,
+    /// Held open: the server ends when its stdin does.
+    stdin: Option<ChildStdin>,
+    /// From spawn to the `initialize` answer, which comes once every directory is watched.
+    pub ready_after: Duration,
+}
+
+impl Session {
+    /// Starts the server and initializes a session.
+    pub fn start(bin: &Path, root: &Path) -> Session {
+        const INITIALIZE: &str = r#"{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}},"jsonrpc":"2.0","id":0}"#;
+        const INITIALIZED: &str = r#"{"method":"notifications/initialized","jsonrpc":"2.0"}"#;
+        let started = Instant::now();
+        let mut child = Command::new(bin)
+            .arg("--root")
+            .arg(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{INITIALIZE}").unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut reply = String::new();
+        out.read_line(&mut reply).unwrap();
+        assert!(reply.contains("protocolVersion"), "{reply}");
+        let ready_after = started.elapsed();
+        writeln!(stdin, "{INITIALIZED}").unwrap();
+        std::thread::spawn(move || for _ in out.lines() {});
+        Session { child, stdin: Some(stdin), ready_after }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Reads the child's stderr until a line starts with `prefix` and returns the time since
 /// `started`; the rest of stderr is drained on a thread so the child never blocks on it.
 pub fn wait_for_line(child: &mut Child, prefix: &str, started: Instant) -> Duration {
@@ -186,6 +236,32 @@ pub fn settle(pid: u32, quiet: Duration, at_most: Duration) {
         }
         last = now;
     }
+}
+
+/// Reads every file under `root`, hidden and ignored ones too: `rg -uuu -c zzzz` when installed
+/// (as a build or an editor's search would), else each file in turn. Returns what did the
+/// reading.
+pub fn read_every_file(root: &Path) -> &'static str {
+    let rg = Command::new("rg")
+        .args(["-uuu", "-c", "zzzz"])
+        .arg(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if rg.is_ok() {
+        return "`rg -uuu -c zzzz`";
+    }
+    fn read_dir(dir: &Path) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => read_dir(&e.path()),
+                Ok(t) if t.is_file() => drop(std::fs::read(e.path())),
+                _ => {}
+            }
+        }
+    }
+    read_dir(root);
+    "a read of each file (no rg)"
 }
 
 /// The value at fraction `p` of `sorted` (nearest rank).
