@@ -1,5 +1,5 @@
-//! Issue 15's measurements in one Markdown table: `cargo bench --bench perf` (about 5 minutes),
-//! `cargo bench --bench perf -- --quick` (a smoke run under 2 minutes). Each row is filewatch-mcp
+//! Issue 15's measurements in one Markdown table: `cargo bench --bench perf` (2–3 minutes once
+//! built), `cargo bench --bench perf -- --quick` (a smoke run of well under a minute). Each row is filewatch-mcp
 //! beside the reference tool when it is installed — `rg` (ripgrep) and `inotifywait -m -r`
 //! (inotify-tools) — the ratio, the issue's target and PASS/FAIL:
 //!
