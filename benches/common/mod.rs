@@ -63,20 +63,24 @@ pub fn python_body(bytes: usize) -> Vec<u8> {
 }
 
 /// `filewatch-mcp watch --json` as a child process: its asks on a channel with their arrival
-/// times. Killed when dropped.
+/// times. It has a state directory of its own (owner lock, ledger): none in the user's, and a
+/// server started beside it on the same root owns that root too. Killed when dropped.
 pub struct Running {
     pub child: Child,
     pub asks: Receiver<(Instant, String)>,
     pub ready_after: Duration,
+    _state: tempfile::TempDir,
 }
 
 impl Running {
     /// Starts `bin watch --json --debounce 50ms ROOT` and returns once it says it is watching.
     pub fn start(bin: &Path, root: &Path) -> Running {
+        let state = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let mut child = Command::new(bin)
             .args(["watch", "--json", "--debounce", &format!("{DEBOUNCE_MS}ms")])
             .arg(root)
+            .env("FILEWATCH_STATE_DIR", state.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -92,7 +96,7 @@ impl Running {
             }
         });
         let ready_after = wait_for_line(&mut child, "filewatch-mcp: watching", started);
-        Running { child, asks, ready_after }
+        Running { child, asks, ready_after, _state: state }
     }
 
     /// The process id.
@@ -109,13 +113,14 @@ impl Drop for Running {
 }
 
 /// The MCP server (`filewatch-mcp --root ROOT`) in an initialized session, as Claude Code runs
-/// it: stdin held open, stdout read. Killed when dropped.
+/// it: stdin held open, stdout read, a state directory of its own. Killed when dropped.
 pub struct Session {
     pub child: Child,
     /// Held open: the server ends when its stdin does.
     stdin: Option<ChildStdin>,
     /// From spawn to the `initialize` answer, which comes once every directory is watched.
     pub ready_after: Duration,
+    _state: tempfile::TempDir,
 }
 
 impl Session {
@@ -123,10 +128,12 @@ impl Session {
     pub fn start(bin: &Path, root: &Path) -> Session {
         const INITIALIZE: &str = r#"{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}},"jsonrpc":"2.0","id":0}"#;
         const INITIALIZED: &str = r#"{"method":"notifications/initialized","jsonrpc":"2.0"}"#;
+        let state = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let mut child = Command::new(bin)
             .arg("--root")
             .arg(root)
+            .env("FILEWATCH_STATE_DIR", state.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -141,7 +148,7 @@ impl Session {
         let ready_after = started.elapsed();
         writeln!(stdin, "{INITIALIZED}").unwrap();
         std::thread::spawn(move || for _ in out.lines() {});
-        Session { child, stdin: Some(stdin), ready_after }
+        Session { child, stdin: Some(stdin), ready_after, _state: state }
     }
 
     /// The process id.
