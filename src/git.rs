@@ -346,15 +346,7 @@ struct CatFile {
 
 impl CatFile {
     fn start(top: &Path) -> Option<CatFile> {
-        let mut child = Command::new("git")
-            .arg("-C")
-            .arg(crate::sys::plain_path(top).as_ref())
-            .args(["cat-file", "--batch"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?; // no git at all
+        let mut child = cat_file_batch(top).spawn().ok()?; // no git at all
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take()?);
         Some(CatFile { child, stdin, stdout })
@@ -452,16 +444,17 @@ fn recent_commits(top: &Path, rel: &str) -> Vec<String> {
 }
 
 /// The contents of the blobs named by `objects` (`<rev>:<path>`, `:<stage>:<path>`), in one
+/// `git cat-file --batch` in the repository at `top`, its input and output ours.
+fn cat_file_batch(top: &Path) -> Command {
+    let mut git = Command::new("git");
+    git.arg("-C").arg(crate::sys::plain_path(top).as_ref()).args(["cat-file", "--batch"]);
+    git.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+    git
+}
+
 /// `git cat-file --batch`; objects that do not exist are left out.
 fn cat_files(top: &Path, objects: &[String]) -> Vec<Vec<u8>> {
-    let child = Command::new("git")
-        .arg("-C")
-        .arg(crate::sys::plain_path(top).as_ref())
-        .args(["cat-file", "--batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn();
+    let child = cat_file_batch(top).spawn();
     let Ok(mut child) = child else { return Vec::new() }; // no git at all
     let input: String = objects.iter().map(|o| format!("{o}\n")).collect();
     let mut stdin = child.stdin.take();
