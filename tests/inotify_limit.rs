@@ -4,10 +4,10 @@
 //! The limit is lowered for real (`/proc/sys/fs/inotify/max_user_watches`, root only) and
 //! restored afterwards; this test is alone in its binary so no other test runs meanwhile.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
+
+mod common;
+use common::WatchProcess;
 
 const LIMIT_FILE: &str = "/proc/sys/fs/inotify/max_user_watches";
 
@@ -52,35 +52,11 @@ fn running_out_of_watches_is_reported_and_survived() {
     }
     let _restore = Restore(old);
 
-    let state = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
-        .env("FILEWATCH_STATE_DIR", state.path())
-        .args(["watch", "--json", "--debounce", "100ms"])
-        .arg(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[watch] {line}");
-            let _ = tx.send(line);
-        }
-    });
-    let mut limit_errors = 0;
-    let ready = loop {
-        let line = rx.recv_timeout(Duration::from_secs(20)).expect("watcher output");
-        if line.contains("fs.inotify.max_user_watches") {
-            limit_errors += 1;
-        }
-        if line.starts_with("filewatch-mcp: watching") {
-            break line;
-        }
-    };
+    let watch = WatchProcess::spawn(&root, &["--debounce", "100ms"], &[]);
+    let said = watch.log_until("filewatch-mcp: watching", Duration::from_secs(20));
+    let limit_errors = said.iter().filter(|l| l.contains("fs.inotify.max_user_watches")).count();
     assert_eq!(limit_errors, 1, "the limit is reported once");
+    let ready = said.last().unwrap();
     assert!(ready.contains("NOT watched"), "{ready}");
     let unwatched: usize = ready
         .split(", ")
@@ -92,9 +68,6 @@ fn running_out_of_watches_is_reported_and_survived() {
 
     // What is watched still works: the root was watched first.
     std::fs::write(root.join("a.py"), "# @claude still heard\n").unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let line = BufReader::new(stdout).lines().next().unwrap().unwrap();
-    assert!(line.contains("@claude still heard"), "{line}");
-    let _ = child.kill();
-    let _ = child.wait();
+    let ask = watch.asks.recv_timeout(Duration::from_secs(20)).expect("an ask");
+    assert!(ask.to_string().contains("@claude still heard"), "{ask}");
 }

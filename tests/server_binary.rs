@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+use common::WatchProcess;
+
 const DEADLINE: Duration = Duration::from_secs(10);
 
 const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"claude-code","version":"2.1.332"}}}}"#;
@@ -618,33 +621,12 @@ fn watch_on_an_owned_root_waits_then_takes_over() {
     let state = tempfile::tempdir().unwrap();
     let mut a = Server::start_in(&root, state.path(), Stdio::inherit());
     handshake_any_order(&mut a);
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
-        .env("FILEWATCH_STATE_DIR", state.path())
-        .args(["watch", "--json", "--debounce", "100ms"])
-        .arg(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = |from: Box<dyn std::io::Read + Send>| {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(from).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        rx
-    };
-    let asks = lines(Box::new(watch.stdout.take().unwrap()));
-    let log = lines(Box::new(watch.stderr.take().unwrap()));
-    let said = |pattern: &str| loop {
-        let line = log.recv_timeout(DEADLINE).expect("a line on watch's stderr");
-        eprintln!("[watch] {line}");
-        if line.contains(pattern) {
-            return line;
-        }
-    };
+    let watch = WatchProcess::spawn(
+        &root,
+        &["--debounce", "100ms"],
+        &[("FILEWATCH_STATE_DIR", state.path())],
+    );
+    let said = |pattern: &str| watch.log_until(pattern, DEADLINE).pop().unwrap();
     let owned = said("owns");
     assert!(owned.contains(&format!("pid {}", a.child.id())), "{owned}");
 
@@ -653,13 +635,9 @@ fn watch_on_an_owned_root_waits_then_takes_over() {
     a.child.kill().unwrap();
     std::fs::write(root.join("b.py"), "# @claude for the terminal\n").unwrap();
     said("filewatch-mcp: watching");
-    let printed: Value =
-        serde_json::from_str(&asks.recv_timeout(DEADLINE).expect("an ask printed")).unwrap();
+    let printed = watch.asks.recv_timeout(DEADLINE).expect("an ask printed");
     assert_eq!(printed["file"], "b.py", "{printed}");
     std::fs::write(root.join("c.py"), "# @claude sentinel\n").unwrap();
-    let next: Value =
-        serde_json::from_str(&asks.recv_timeout(DEADLINE).expect("an ask printed")).unwrap();
+    let next = watch.asks.recv_timeout(DEADLINE).expect("an ask printed");
     assert_eq!(next["file"], "c.py", "b.py printed twice, or a.py printed: {next}");
-    let _ = watch.kill();
-    let _ = watch.wait();
 }

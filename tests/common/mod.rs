@@ -25,6 +25,13 @@ impl WatchProcess {
     /// Starts `watch --json ARGS… ROOT` with extra environment `env`, and returns once it says
     /// it is watching (or panics after `deadline`). Stderr lines are echoed as `[watch] …`.
     pub fn start(root: &Path, args: &[&str], env: &[(&str, &Path)], deadline: Duration) -> Self {
+        let process = Self::spawn(root, args, env);
+        process.log_until("filewatch-mcp: watching", deadline);
+        process
+    }
+
+    /// Starts `watch --json ARGS… ROOT` like [`WatchProcess::start`], without waiting for it.
+    pub fn spawn(root: &Path, args: &[&str], env: &[(&str, &Path)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"));
         command.args(["watch", "--json"]).args(args).arg(root);
         for (key, value) in env {
@@ -57,12 +64,23 @@ impl WatchProcess {
                 let _ = log_tx.send(line);
             }
         });
-        while !log
-            .recv_timeout(deadline)
-            .expect("watcher ready")
-            .starts_with("filewatch-mcp: watching")
-        {}
         WatchProcess { child, asks, log, _state: state }
+    }
+
+    /// The stderr lines up to and including the first that contains `pattern` (panics if none
+    /// comes within `deadline`).
+    pub fn log_until(&self, pattern: &str, deadline: Duration) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let line = self.log.recv_timeout(deadline).unwrap_or_else(|e| {
+                panic!("watch never said {pattern:?} ({e}); it said {lines:?}")
+            });
+            let done = line.contains(pattern);
+            lines.push(line);
+            if done {
+                return lines;
+            }
+        }
     }
 }
 
