@@ -1187,6 +1187,33 @@ mod tests {
             );
         }
     }
+
+    /// A stamp undone by a conflict that left the same bytes at the path (here a directory of
+    /// the path swapped for a copy of itself; on Linux also a lease broken by an open for
+    /// writing that writes nothing, like `touch`): the next change must look again, not find
+    /// the file "unchanged since we left it" and drop its ask.
+    #[test]
+    fn a_conflict_that_changed_no_byte_still_brings_the_ask() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let sub = live.root.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let p = sub.join("a.py");
+        std::fs::write(&p, "# @claude after a conflict\n").unwrap();
+        let mut once = true;
+        live.before_stamp = Some(Box::new(move |path: &Path| {
+            if std::mem::take(&mut once) {
+                let sub = path.parent().unwrap();
+                std::fs::rename(sub, sub.with_file_name("sub.old")).unwrap();
+                std::fs::create_dir(sub).unwrap();
+                std::fs::write(path, "# @claude after a conflict\n").unwrap();
+            }
+        }));
+        assert!(live.process(&p, None).is_empty(), "announced through a conflict");
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1, "the ask was dropped after the conflict");
+        assert!(std::fs::read_to_string(&p).unwrap().contains("@claude[fw-"));
+    }
 }
 
 #[cfg(test)]
