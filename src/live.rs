@@ -335,13 +335,12 @@ impl<'t> LivePipeline<'t> {
                 tracing::debug!("{e}; its own event follows");
                 let ids: Vec<MarkerId> = stamps.iter().map(|s| s.id).collect();
                 self.asks.update(|records| records.retain(|r| !ids.contains(&r.id)));
-                if matches!(e, WriteError::Busy { .. }) {
-                    // Still being written: its writer's close brings the next change, which
-                    // must look again even if nothing more was written.
-                    self.last_seen.remove(path);
-                } else {
-                    self.remember(path, bytes);
-                }
+                // Whatever caused it brings the next change, which must look again even if the
+                // bytes are the same: a writer still open (Busy) closes; an open for writing
+                // that wrote nothing (`touch`) broke the lease; a directory was swapped for a
+                // copy. Nor are these bytes "seen": their ask was not announced, so its lines
+                // are not old lines the next time.
+                self.last_seen.remove(path);
                 Vec::new()
             }
             Err(e) => {
