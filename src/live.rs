@@ -834,6 +834,13 @@ mod tests {
             assert_eq!(live.process(&p, None).len(), 1, "save {i}");
         }
         assert_eq!(live.git.readers_started(), 1, "a git process per save");
+        // Untracked, with a space in its name: git answers `HEAD:b c.py missing`.
+        let spaced = root.join("b c.py");
+        for i in 0..3 {
+            std::fs::write(&spaced, format!("# @claude spaced {i}\n")).unwrap();
+            assert_eq!(live.process(&spaced, None).len(), 1, "spaced save {i}");
+        }
+        assert_eq!(live.git.readers_started(), 1, "a git process per save of a spaced name");
         let mut head_moves = |commit: &str, setup: &dyn Fn()| {
             std::fs::write(&p, format!("# @claude {commit}\n")).unwrap();
             git_in(&root, &["commit", "-qam", commit]);
