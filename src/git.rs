@@ -361,23 +361,46 @@ impl CatFile {
         if self.stdout.read_line(&mut header)? == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
-        // `<oid> <type> <size>` then the content and a newline; or `<name> missing` (or
-        // `ambiguous`), a line alone.
-        let fields: Vec<&str> = header.split_whitespace().collect();
-        let size = match fields.as_slice() {
-            [_, _, size] => size.parse::<usize>().map_err(|_| std::io::ErrorKind::InvalidData)?,
-            _ => return Ok(None),
-        };
-        let mut blob = vec![0; size + 1];
-        self.stdout.read_exact(&mut blob)?;
-        blob.pop();
-        Ok(Some(blob))
+        let Some(size) = batch_header(&header)? else { return Ok(None) };
+        read_blob(&mut self.stdout, size).map(Some)
     }
+}
+
+/// The size in a `git cat-file --batch` header: `<oid> <type> <size>`, followed by the content
+/// and a newline; `None` for `<name> missing` (or `ambiguous`), a line alone — whatever spaces
+/// the name holds.
+fn batch_header(header: &str) -> std::io::Result<Option<usize>> {
+    let header = header.trim_end_matches('\n');
+    if header.ends_with(" missing") || header.ends_with(" ambiguous") {
+        return Ok(None);
+    }
+    match header.split(' ').collect::<Vec<_>>().as_slice() {
+        [_, _, size] => size.parse().map(Some).map_err(|_| std::io::ErrorKind::InvalidData.into()),
+        _ => Err(std::io::ErrorKind::InvalidData.into()),
+    }
+}
+
+/// Blobs larger than this are read past, not kept: their lines count as none. No file the
+/// watcher reads is this large ([`crate::fsio::MAX_FILE_SIZE`]), so a marker in one cannot
+/// have come from such a blob unchanged.
+const MAX_BLOB: usize = 4 * crate::fsio::MAX_FILE_SIZE as usize;
+
+/// The `size` bytes of a blob and the newline after them, from `cat-file --batch`'s output.
+fn read_blob(out: &mut impl Read, size: usize) -> std::io::Result<Vec<u8>> {
+    if size > MAX_BLOB {
+        std::io::copy(&mut out.take(size as u64 + 1), &mut std::io::sink())?;
+        return Ok(Vec::new());
+    }
+    let mut blob = vec![0; size + 1];
+    out.read_exact(&mut blob)?;
+    blob.pop();
+    Ok(blob)
 }
 
 impl Drop for CatFile {
     fn drop(&mut self) {
         drop(self.stdin.take()); // end of input: git exits
+        let _ = self.child.kill(); // or, if it is stuck (a slow disk), it is made to
         let _ = self.child.wait();
     }
 }
@@ -443,15 +466,18 @@ fn recent_commits(top: &Path, rel: &str) -> Vec<String> {
     }
 }
 
-/// The contents of the blobs named by `objects` (`<rev>:<path>`, `:<stage>:<path>`), in one
-/// `git cat-file --batch` in the repository at `top`, its input and output ours.
+/// `git cat-file --batch` in the repository at `top`, its input and output ours. It never
+/// waits on a person or the network: no credential prompt, no lazy fetch of a partial clone's
+/// missing blobs (those count as missing).
 fn cat_file_batch(top: &Path) -> Command {
     let mut git = Command::new("git");
     git.arg("-C").arg(crate::sys::plain_path(top).as_ref()).args(["cat-file", "--batch"]);
+    git.env("GIT_TERMINAL_PROMPT", "0").env("GIT_NO_LAZY_FETCH", "1");
     git.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
     git
 }
 
+/// The contents of the blobs named by `objects` (`<rev>:<path>`, `:<stage>:<path>`), in one
 /// `git cat-file --batch`; objects that do not exist are left out.
 fn cat_files(top: &Path, objects: &[String]) -> Vec<Vec<u8>> {
     let child = cat_file_batch(top).spawn();
@@ -472,17 +498,12 @@ fn cat_files(top: &Path, objects: &[String]) -> Vec<Vec<u8>> {
             if out.read_line(&mut header).unwrap_or(0) == 0 {
                 break;
             }
-            // `<oid> blob <size>` then the content and a newline; or `<name> missing`.
-            let fields: Vec<&str> = header.split_whitespace().collect();
-            let Some(size) = fields.get(2).and_then(|s| s.parse::<usize>().ok()) else {
-                continue;
-            };
-            let mut blob = vec![0; size + 1];
-            if out.read_exact(&mut blob).is_err() {
-                break;
+            let Ok(size) = batch_header(&header) else { break };
+            let Some(size) = size else { continue }; // missing
+            match read_blob(&mut out, size) {
+                Ok(blob) => texts.push(blob),
+                Err(_) => break,
             }
-            blob.pop();
-            texts.push(blob);
         }
     }
     let _ = writer.join();
