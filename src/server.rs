@@ -556,7 +556,7 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut lines = BufReader::new(from_rmcp).lines();
-    let mut rmcp_open = true;
+    let (mut rmcp_open, mut errors_open) = (true, true);
     loop {
         let line = tokio::select! {
             line = lines.next_line(), if rmcp_open => match line {
@@ -566,10 +566,14 @@ where
                     continue;
                 }
             },
-            reply = errors.recv() => match reply {
+            // Once the filter has ended, a closed channel is not polled again (it would be
+            // ready at once, forever: a spin).
+            reply = errors.recv(), if errors_open => match reply {
                 Some(reply) => reply,
-                None if !rmcp_open => break,
-                None => continue,
+                None => {
+                    errors_open = false;
+                    continue;
+                }
             },
             else => break,
         };
@@ -637,6 +641,11 @@ async fn serve_with_notices<R, W>(
                     // markers stay untagged, for whichever session owns the root next).
                     () = input_ended(ended.clone()) => {
                         asks.close();
+                        // Those already stamped go out while the session flushes (or are
+                        // dropped with it when nobody reads stdout).
+                        while let Ok(ask) = asks.try_recv() {
+                            shared.announce(Outgoing::Ask(ask)).await;
+                        }
                         break;
                     }
                     ask = asks.recv() => match ask {
