@@ -414,11 +414,6 @@ fn replace_checked_with_hooks(
     if meta.permissions().readonly() || !sys::writable(path) {
         return Err(WriteError::ReadOnly { path: path.to_path_buf() });
     }
-    if sys::link_count(path, &meta).map_err(&io_err)? > 1 {
-        let why = "it has several hard links (a new file would split them; a rewrite in place \
-                   could leave it short or padded)";
-        return Err(WriteError::Untaggable { path: path.to_path_buf(), why: why.to_string() });
-    }
     let mut held = sys::open_read(path).map_err(|e| match sys::refusal_kind(&e) {
         Some(kind) => WriteError::NotRegular { path: path.to_path_buf(), kind },
         None => io_err(e),
@@ -427,6 +422,13 @@ fn replace_checked_with_hooks(
     if !held_meta.file_type().is_file() {
         let kind = file_kind(&held_meta);
         return Err(WriteError::NotRegular { path: path.to_path_buf(), kind });
+    }
+    // The links of the file held (the one the content check reads), not of whatever the path
+    // named a moment before.
+    if sys::link_count(path, &held_meta).map_err(&io_err)? > 1 {
+        let why = "it has several hard links (a new file would split them; a rewrite in place \
+                   could leave it short or padded)";
+        return Err(WriteError::Untaggable { path: path.to_path_buf(), why: why.to_string() });
     }
     let mut scratch = write_temp_beside(path, new, &held, &held_meta)?;
     // Taken before the content check: from here on, a write to the held file breaks it.
@@ -467,12 +469,13 @@ fn settle_exchange(
     hooks: &mut Hooks,
 ) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
+    // Our file is in place: the temp name holds what was displaced (Linux, macOS) or is gone
+    // (Windows, which names the displaced file itself).
     let temp = scratch.temp().to_path_buf();
-    if displaced != temp {
-        scratch.keep(&temp); // moved into place
-    }
+    scratch.keep(&temp);
     // Until we know what came out of the path, it may be the user's only copy of something
-    // (a newer file, a symlink, a directory): it is never removed unless it is the file read.
+    // (a newer file, a symlink, a directory): it is never removed, even on an error, unless it
+    // is the file read, unchanged.
     // A scanner may be looking at our backup name for a moment (Windows): wait for it.
     let is_read = match retry_busy(|| sys::path_file_id(&displaced)) {
         Ok(Some(id)) => id == read.id || !sys::SWAP_KEEPS_FILE_IDS,
@@ -480,15 +483,16 @@ fn settle_exchange(
     };
     let written = read.leased.as_ref().is_some_and(sys::lease_broken);
     if is_read && !written {
-        scratch.add(displaced.clone());
         if let Some(leased) = read.leased {
             // Nobody had it open for writing when the lease was taken, nobody opened it for
             // writing since, and its bytes were checked under the lease: nothing can be late.
+            scratch.add(displaced);
             drop(leased); // ends the lease
             return Ok(());
         }
         let mut file = retry_busy(|| sys::open_read(&displaced)).map_err(&io_err)?;
         if read_all(&mut file).map_err(&io_err)? == expected {
+            scratch.add(displaced.clone());
             hooks.after_check();
             drop(scratch); // unlinks the displaced file; our descriptor keeps it readable
             let late = read_all(&mut file).map_err(&io_err)?;
