@@ -93,7 +93,7 @@ impl TreeCache {
         self.bytes
     }
 
-    /// Forgets the tree of `key` (the file is gone).
+    /// Forgets the tree of `key` (evicted, or replaced by a new one).
     pub fn forget(&mut self, key: &Path) {
         if let Some(gone) = self.entries.remove(key) {
             self.bytes -= gone.cost;
