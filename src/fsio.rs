@@ -899,6 +899,29 @@ mod tests {
         assert!(leftovers(dir.path()).is_empty());
     }
 
+    /// A file still open for writing is left before any temp file is made beside it: its
+    /// directory is not touched at all (each of a slow writer's events would cost a temp file
+    /// and its fsync otherwise).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_being_written_costs_no_temp_file() {
+        if !leases_here() {
+            eprintln!("no leases on this file system; skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.py");
+        let mut writer = File::create(&p).unwrap();
+        writer.write_all(b"# @claude x\n").unwrap();
+        let long_ago = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        File::open(dir.path()).unwrap().set_modified(long_ago).unwrap();
+        let err = replace_checked(&p, b"# @claude x\n", b"# @claude[fw-00000000] x\n");
+        assert!(matches!(err, Err(WriteError::Busy { .. })), "{err:?}");
+        let touched = std::fs::metadata(dir.path()).unwrap().modified().unwrap();
+        assert_eq!(touched, long_ago, "a temp file was made (and removed) beside a busy file");
+        drop(writer);
+    }
+
     /// A symlink or a directory put at the path between the check and the exchange is what
     /// the path holds afterwards, unchanged, and none of our temp files stays.
     #[cfg(unix)]
