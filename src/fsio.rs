@@ -430,9 +430,20 @@ fn replace_checked_with_hooks(
                    could leave it short or padded)";
         return Err(WriteError::Untaggable { path: path.to_path_buf(), why: why.to_string() });
     }
+    let no_lease = hooks.no_lease;
+    let take_lease =
+        |held: &File| if no_lease { sys::Lease::Unavailable } else { sys::take_lease(held) };
+    // A file still being written is left before any temp file is made (each of its writer's
+    // events would otherwise cost one, fsync included); the lease is not held meanwhile, so
+    // no writer opening the file waits on our fsync.
+    match take_lease(&held) {
+        sys::Lease::Held => sys::release_lease(&held),
+        sys::Lease::Busy => return Err(WriteError::Busy { path: path.to_path_buf() }),
+        sys::Lease::Unavailable => {}
+    }
     let mut scratch = write_temp_beside(path, new, &held, &held_meta)?;
-    // Taken before the content check: from here on, a write to the held file breaks it.
-    let lease = if hooks.no_lease { sys::Lease::Unavailable } else { sys::take_lease(&held) };
+    // Taken again before the content check: from here on, a write to the held file breaks it.
+    let lease = take_lease(&held);
     if lease == sys::Lease::Busy {
         return Err(WriteError::Busy { path: path.to_path_buf() });
     }

@@ -51,6 +51,9 @@ pub fn lease_broken(_file: &File) -> bool {
     false
 }
 
+/// Never held.
+pub fn release_lease(_file: &File) {}
+
 /// Why watching `root` may hear nothing, if it may: nothing known on macOS.
 pub fn watch_caveat(_root: &Path) -> Option<String> {
     None

@@ -17,7 +17,7 @@ mod os;
 #[path = "macos.rs"]
 mod os;
 
-pub use os::{exchange, lease_broken, take_lease, watch_caveat, WATCH_MODE};
+pub use os::{exchange, lease_broken, release_lease, take_lease, watch_caveat, WATCH_MODE};
 
 /// Opens `rel` (a directory under `root`) one component at a time, each relative to the one
 /// before and with `O_NOFOLLOW | O_DIRECTORY`: a symlink anywhere below the root fails
