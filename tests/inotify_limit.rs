@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 mod common;
-use common::WatchProcess;
+use common::{Sysctl, WatchProcess};
 
 const LIMIT_FILE: &str = "/proc/sys/fs/inotify/max_user_watches";
 
@@ -26,31 +26,15 @@ fn watches_in_use() -> usize {
     n
 }
 
-struct Restore(String);
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let _ = std::fs::write(LIMIT_FILE, &self.0);
-    }
-}
-
 #[test]
 fn running_out_of_watches_is_reported_and_survived() {
-    let Ok(old) = std::fs::read_to_string(LIMIT_FILE) else {
-        eprintln!("no {LIMIT_FILE}; skipped");
-        return;
-    };
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     for i in 0..60 {
         std::fs::create_dir_all(root.join(format!("d{i:02}"))).unwrap();
     }
     let limit = watches_in_use() + 20;
-    if std::fs::write(LIMIT_FILE, limit.to_string()).is_err() {
-        eprintln!("cannot lower {LIMIT_FILE} (not root?); skipped");
-        return;
-    }
-    let _restore = Restore(old);
+    let Some(_restore) = Sysctl::set(LIMIT_FILE, &limit.to_string()) else { return };
 
     let watch = WatchProcess::spawn(&root, &["--debounce", "100ms"], &[]);
     let said = watch.log_until("filewatch-mcp: watching", Duration::from_secs(20));

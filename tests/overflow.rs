@@ -11,34 +11,18 @@ mod common;
 
 use std::time::Duration;
 
-use common::WatchProcess;
+use common::{Sysctl, WatchProcess};
 
 const QUEUE_FILE: &str = "/proc/sys/fs/inotify/max_queued_events";
 const DEADLINE: Duration = Duration::from_secs(20);
 
-struct Restore(String);
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let _ = std::fs::write(QUEUE_FILE, &self.0);
-    }
-}
-
 #[test]
 fn a_rescan_after_lost_events_fires_only_what_was_saved() {
-    let Ok(old) = std::fs::read_to_string(QUEUE_FILE) else {
-        eprintln!("no {QUEUE_FILE}; skipped");
-        return;
-    };
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     std::fs::create_dir(root.join("vendor")).unwrap();
     std::fs::write(root.join("vendor/lib.py"), "# @claude from someone else's tarball\n").unwrap();
-    if std::fs::write(QUEUE_FILE, "16").is_err() {
-        eprintln!("cannot lower {QUEUE_FILE} (not root?); skipped");
-        return;
-    }
-    let restore = Restore(old);
+    let Some(restore) = Sysctl::set(QUEUE_FILE, "16") else { return };
     let watch = WatchProcess::start(&root, &["--debounce", "100ms"], &[], DEADLINE);
     let (asks, log) = (&watch.asks, &watch.log);
     drop(restore); // the watcher's queue is made; nobody else gets the tiny one

@@ -12,6 +12,34 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+/// A kernel setting under `/proc/sys` changed for one test and put back when this is dropped.
+pub struct Sysctl {
+    file: &'static str,
+    old: String,
+}
+
+impl Sysctl {
+    /// Sets `file` to `value`; `None` (with a line saying the test is skipped, and why) where
+    /// the setting does not exist or cannot be written (not root).
+    pub fn set(file: &'static str, value: &str) -> Option<Sysctl> {
+        let Ok(old) = std::fs::read_to_string(file) else {
+            eprintln!("no {file}; skipped");
+            return None;
+        };
+        if std::fs::write(file, value).is_err() {
+            eprintln!("cannot change {file} (not root?); skipped");
+            return None;
+        }
+        Some(Sysctl { file, old })
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.file, &self.old);
+    }
+}
+
 /// A running `watch --json`: its asks (one JSON object each) and its stderr lines.
 pub struct WatchProcess {
     pub child: Child,
