@@ -637,19 +637,20 @@ mod tests {
     fn reads_regular_files_and_skips_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path();
-        std::fs::write(p.join("a.py"), "# @claude hi\n").unwrap();
+        crate::test_support::write(p.join("a.py"), "# @claude hi\n").unwrap();
         assert_eq!(read_source(&p.join("a.py")).unwrap().bytes, b"# @claude hi\n");
 
-        std::fs::write(p.join("bin.py"), b"x\0y").unwrap();
+        crate::test_support::write(p.join("bin.py"), b"x\0y").unwrap();
         assert!(matches!(read_source(&p.join("bin.py")), Err(ReadError::Binary { .. })));
 
-        std::fs::write(p.join("big.py"), vec![b'a'; MAX_FILE_SIZE as usize + 1]).unwrap();
+        crate::test_support::write(p.join("big.py"), vec![b'a'; MAX_FILE_SIZE as usize + 1])
+            .unwrap();
         assert!(matches!(read_source(&p.join("big.py")), Err(ReadError::TooLarge { .. })));
 
-        std::fs::write(p.join("ok.py"), vec![b'a'; MAX_FILE_SIZE as usize]).unwrap();
+        crate::test_support::write(p.join("ok.py"), vec![b'a'; MAX_FILE_SIZE as usize]).unwrap();
         assert!(read_source(&p.join("ok.py")).is_ok());
 
-        std::fs::write(p.join("bad-utf8.py"), b"# \xff\xfe @claude x\n").unwrap();
+        crate::test_support::write(p.join("bad-utf8.py"), b"# \xff\xfe @claude x\n").unwrap();
         assert!(read_source(&p.join("bad-utf8.py")).is_ok());
 
         assert!(matches!(read_source(p), Err(ReadError::NotRegular { kind: "directory", .. })));
@@ -672,14 +673,14 @@ mod tests {
         };
         let mut across = vec![b'x'; 100_000];
         across[WINDOW - 3..WINDOW + 4].copy_from_slice(b"@claude");
-        std::fs::write(p.join("across.py"), &across).unwrap();
+        crate::test_support::write(p.join("across.py"), &across).unwrap();
         let mut late = vec![b'x'; 300_000];
         late.extend_from_slice(b"# @claude at the end\n");
-        std::fs::write(p.join("late.py"), &late).unwrap();
-        std::fs::write(p.join("without.py"), vec![b'x'; 300_000]).unwrap();
-        std::fs::write(p.join("short.py"), "# @claude hi\n").unwrap();
-        std::fs::write(p.join("short-without.py"), "x = 1\n").unwrap();
-        std::fs::write(p.join("empty.py"), "").unwrap();
+        crate::test_support::write(p.join("late.py"), &late).unwrap();
+        crate::test_support::write(p.join("without.py"), vec![b'x'; 300_000]).unwrap();
+        crate::test_support::write(p.join("short.py"), "# @claude hi\n").unwrap();
+        crate::test_support::write(p.join("short-without.py"), "x = 1\n").unwrap();
+        crate::test_support::write(p.join("empty.py"), "").unwrap();
         assert_eq!(read("across.py").unwrap().unwrap(), across);
         assert_eq!(read("short.py").unwrap().unwrap(), b"# @claude hi\n");
         assert_eq!(read("without.py").unwrap(), None);
@@ -688,16 +689,17 @@ mod tests {
         assert_eq!(read("empty.py").unwrap(), None);
         assert_eq!(read("short.py").unwrap().unwrap(), b"# @claude hi\n");
 
-        std::fs::write(p.join("big.py"), vec![b'a'; MAX_FILE_SIZE as usize + 1]).unwrap();
+        crate::test_support::write(p.join("big.py"), vec![b'a'; MAX_FILE_SIZE as usize + 1])
+            .unwrap();
         let big = read("big.py");
         assert!(matches!(big, Err(ReadError::TooLarge { .. })), "{big:?}");
         let mut at_limit = vec![b'a'; MAX_FILE_SIZE as usize - 7];
         at_limit.extend_from_slice(b"@claude");
-        std::fs::write(p.join("ok.py"), &at_limit).unwrap();
+        crate::test_support::write(p.join("ok.py"), &at_limit).unwrap();
         assert_eq!(read("ok.py").unwrap().unwrap(), at_limit);
 
         // The binary check is the caller's: the bytes come back as they are.
-        std::fs::write(p.join("bin.py"), b"@claude\0y").unwrap();
+        crate::test_support::write(p.join("bin.py"), b"@claude\0y").unwrap();
         assert_eq!(read("bin.py").unwrap().unwrap(), b"@claude\0y");
 
         let dir_err = buf.read_listed_holding(p, &needle).unwrap_err();
@@ -720,7 +722,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("run.sh");
-        std::fs::write(&p, "old").unwrap();
+        crate::test_support::write(&p, "old").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o751)).unwrap();
         replace_checked(&p, b"old", b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
@@ -732,7 +734,7 @@ mod tests {
     fn replace_refuses_changed_files_and_leaves_them_alone() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.py");
-        std::fs::write(&p, "user's newer bytes").unwrap();
+        crate::test_support::write(&p, "user's newer bytes").unwrap();
         let err = replace_checked(&p, b"what we scanned", b"stamped").unwrap_err();
         assert!(matches!(err, WriteError::Conflict { .. }), "{err}");
         assert_eq!(std::fs::read(&p).unwrap(), b"user's newer bytes");
@@ -764,21 +766,23 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.py");
-        std::fs::write(&p, "v1 # @claude x\n").unwrap();
+        crate::test_support::write(&p, "v1 # @claude x\n").unwrap();
         let mut writer = None;
         let mut write = || {
             if by_rename {
                 let staged = dir.path().join("staged");
-                std::fs::write(&staged, "v2 by rename\n").unwrap();
+                crate::test_support::write(&staged, "v2 by rename\n").unwrap();
                 std::fs::rename(&staged, &p).unwrap();
             } else if waits {
                 // Its open waits until our lease ends: write from another thread, and go on
                 // once the kernel says the lease is being broken.
                 let p = p.clone();
-                writer = Some(std::thread::spawn(move || std::fs::write(p, "v2 in place\n")));
+                writer = Some(std::thread::spawn(move || {
+                    crate::test_support::write(p, "v2 in place\n")
+                }));
                 wait_for_lease_break(&dir.path().join("a.py"));
             } else {
-                std::fs::write(&p, "v2 in place\n").unwrap();
+                crate::test_support::write(&p, "v2 in place\n").unwrap();
             }
         };
         let mut hooks =
@@ -801,7 +805,7 @@ mod tests {
     fn leases_here() -> bool {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("probe");
-        std::fs::write(&p, "").unwrap();
+        crate::test_support::write(&p, "").unwrap();
         sys::take_lease(&File::open(&p).unwrap()) == sys::Lease::Held
     }
 
@@ -838,7 +842,7 @@ mod tests {
     fn a_late_write_through_an_old_descriptor_is_restored() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.py");
-        std::fs::write(&p, "v1\n").unwrap();
+        crate::test_support::write(&p, "v1\n").unwrap();
         let held = std::cell::RefCell::new(None::<File>);
         let mut open = || {
             *held.borrow_mut() = Some(std::fs::OpenOptions::new().write(true).open(&p).unwrap());
@@ -867,7 +871,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a.py");
         let b = dir.path().join("b.py");
-        std::fs::write(&a, "new").unwrap();
+        crate::test_support::write(&a, "new").unwrap();
         std::fs::hard_link(&a, &b).unwrap();
         let err = replace_checked(&a, b"new", b"stamped").unwrap_err();
         assert!(matches!(err, WriteError::Untaggable { .. }), "{err}");
@@ -881,7 +885,7 @@ mod tests {
         assert_eq!(std::fs::read(&a).unwrap(), b"new");
 
         let ro = dir.path().join("ro.py");
-        std::fs::write(&ro, "old").unwrap();
+        crate::test_support::write(&ro, "old").unwrap();
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
         let err = replace_checked(&ro, b"old", b"new").unwrap_err();
         assert!(matches!(err, WriteError::ReadOnly { .. }), "{err}");
@@ -942,15 +946,15 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let p = dir.path().join("a.py");
             let other = dir.path().join("other.py");
-            std::fs::write(&p, "v1\n").unwrap();
-            std::fs::write(&other, "someone else's\n").unwrap();
+            crate::test_support::write(&p, "v1\n").unwrap();
+            crate::test_support::write(&other, "someone else's\n").unwrap();
             let mut swap = || {
                 std::fs::remove_file(&p).unwrap();
                 if kind == "symlink" {
                     std::os::unix::fs::symlink(&other, &p).unwrap();
                 } else {
                     std::fs::create_dir(&p).unwrap();
-                    std::fs::write(p.join("inside.txt"), "kept\n").unwrap();
+                    crate::test_support::write(p.join("inside.txt"), "kept\n").unwrap();
                 }
             };
             let mut hooks = Hooks { before_swap: Some(&mut swap), ..Hooks::default() };
@@ -1005,7 +1009,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.py");
-        std::fs::write(&p, "# @claude x\n").unwrap();
+        crate::test_support::write(&p, "# @claude x\n").unwrap();
         let os = |s: &'static str| std::ffi::OsStr::new(s);
         let has_tools =
             run("setfattr", &[os("-n"), os("user.x"), os("-v"), os("1"), p.as_os_str()])
@@ -1100,9 +1104,9 @@ mod tests {
         }
         let new = [b"# @claude[fw-00000000]".as_slice(), &old[b"# @claude".len()..]].concat();
         let (a, b, plain) = (dir.join("a.py"), dir.join("b.py"), dir.join("plain.py"));
-        std::fs::write(&a, &old).unwrap();
+        crate::test_support::write(&a, &old).unwrap();
         std::fs::hard_link(&a, &b).unwrap();
-        std::fs::write(&plain, &old).unwrap();
+        crate::test_support::write(&plain, &old).unwrap();
         disk.fill();
         for p in [&a, &plain] {
             let result = replace_checked(p, &old, &new);
@@ -1125,7 +1129,7 @@ mod tests {
     fn never_follows_symlinks_or_opens_fifos() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path();
-        std::fs::write(p.join("target.py"), "# @claude hi\n").unwrap();
+        crate::test_support::write(p.join("target.py"), "# @claude hi\n").unwrap();
         std::os::unix::fs::symlink(p.join("target.py"), p.join("link.py")).unwrap();
         assert!(matches!(
             read_source(&p.join("link.py")),

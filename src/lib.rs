@@ -30,6 +30,8 @@ pub mod scan;
 pub mod server;
 pub mod stamp;
 mod sys;
+#[cfg(test)]
+mod test_support;
 mod walk;
 mod watch;
 

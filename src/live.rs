@@ -743,13 +743,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut live = live(dir.path());
         let p = live.root.join("a.py");
-        std::fs::write(&p, "# @claude one\n").unwrap();
+        crate::test_support::write(&p, "# @claude one\n").unwrap();
         assert_eq!(live.process(&p, None).len(), 1);
         assert_eq!(live.scanned(), 1);
         assert!(live.process(&p, None).is_empty());
         assert_eq!(live.scanned(), 1, "the stamped bytes were scanned again");
-        std::fs::write(&p, format!("{}# @claude two\n", std::fs::read_to_string(&p).unwrap()))
-            .unwrap();
+        crate::test_support::write(
+            &p,
+            format!("{}# @claude two\n", std::fs::read_to_string(&p).unwrap()),
+        )
+        .unwrap();
         assert_eq!(live.process(&p, None).len(), 1);
         assert_eq!(live.scanned(), 2);
     }
@@ -772,10 +775,11 @@ mod tests {
         };
         git(&["init", "-q"]);
         let p = root.join("a.rs");
-        std::fs::write(&p, "/* @claude committed\n   over two lines */\nfn a() {}\n").unwrap();
+        crate::test_support::write(&p, "/* @claude committed\n   over two lines */\nfn a() {}\n")
+            .unwrap();
         git(&["add", "."]);
         git(&["commit", "-qm", "x"]);
-        std::fs::write(
+        crate::test_support::write(
             &p,
             "/* @claude committed\n   over two lines */\nfn a() {}\n// @claude new\n",
         )
@@ -793,11 +797,11 @@ mod tests {
         let mut live = live(dir.path());
         let p = live.root.join("a.py");
         let body: String = (0..200).map(|i| format!("def f{i}():\n    return {i}\n")).collect();
-        std::fs::write(&p, format!("{body}# @claude one\n")).unwrap();
+        crate::test_support::write(&p, format!("{body}# @claude one\n")).unwrap();
         assert_eq!(live.process(&p, None).len(), 1);
         let stamped = std::fs::read_to_string(&p).unwrap();
         assert!(stamped.contains("@claude[fw-"), "not stamped: {stamped}");
-        std::fs::write(&p, format!("x = 0\n{stamped}# @claude two\n")).unwrap();
+        crate::test_support::write(&p, format!("x = 0\n{stamped}# @claude two\n")).unwrap();
         let asks = live.process(&p, None);
         let texts: Vec<&str> = asks.iter().map(|a| a.marker.text.as_str()).collect();
         assert_eq!(texts, ["@claude two"]);
@@ -826,26 +830,26 @@ mod tests {
         let root = live.root.clone();
         git_in(&root, &["init", "-q"]);
         let p = root.join("a.py");
-        std::fs::write(&p, "x = 1\n").unwrap();
+        crate::test_support::write(&p, "x = 1\n").unwrap();
         git_in(&root, &["add", "."]);
         git_in(&root, &["commit", "-qm", "one"]);
         for i in 0..5 {
-            std::fs::write(&p, format!("x = 1\n# @claude ask {i}\n")).unwrap();
+            crate::test_support::write(&p, format!("x = 1\n# @claude ask {i}\n")).unwrap();
             assert_eq!(live.process(&p, None).len(), 1, "save {i}");
         }
         assert_eq!(live.git.readers_started(), 1, "a git process per save");
         // Untracked, with a space in its name: git answers `HEAD:b c.py missing`.
         let spaced = root.join("b c.py");
         for i in 0..3 {
-            std::fs::write(&spaced, format!("# @claude spaced {i}\n")).unwrap();
+            crate::test_support::write(&spaced, format!("# @claude spaced {i}\n")).unwrap();
             assert_eq!(live.process(&spaced, None).len(), 1, "spaced save {i}");
         }
         assert_eq!(live.git.readers_started(), 1, "a git process per save of a spaced name");
         let mut head_moves = |commit: &str, setup: &dyn Fn()| {
-            std::fs::write(&p, format!("# @claude {commit}\n")).unwrap();
+            crate::test_support::write(&p, format!("# @claude {commit}\n")).unwrap();
             git_in(&root, &["commit", "-qam", commit]);
             setup();
-            std::fs::write(&p, format!("# @claude {commit}\ny = 2\n")).unwrap();
+            crate::test_support::write(&p, format!("# @claude {commit}\ny = 2\n")).unwrap();
             assert!(live.process(&p, None).is_empty(), "{commit}: git's marker announced");
         };
         head_moves("committed", &|| {});
@@ -859,11 +863,14 @@ mod tests {
         git_in(&root, &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
         let mut in_wt = live_at(&wt);
         let q = wt.join("a.py");
-        std::fs::write(&q, "# @claude detached\n# @claude in the worktree\n").unwrap();
+        crate::test_support::write(&q, "# @claude detached\n# @claude in the worktree\n").unwrap();
         git_in(&wt, &["commit", "-qam", "side"]);
         git_in(&wt, &["pack-refs", "--all", "--prune"]);
-        std::fs::write(&q, "# @claude detached\n# @claude in the worktree\n# @claude new\n")
-            .unwrap();
+        crate::test_support::write(
+            &q,
+            "# @claude detached\n# @claude in the worktree\n# @claude new\n",
+        )
+        .unwrap();
         let texts: Vec<String> =
             in_wt.process(&q, None).into_iter().map(|a| a.marker.text).collect();
         assert_eq!(texts, ["@claude new"]);
@@ -892,14 +899,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut live = live(dir.path());
         let p = live.root.join("a.rs");
-        std::fs::write(&p, "fn a() {}\n// @claude why?\nfn b() {}\n").unwrap();
+        crate::test_support::write(&p, "fn a() {}\n// @claude why?\nfn b() {}\n").unwrap();
         let asks = live.process(&p, None);
         assert_eq!(asks.len(), 1);
         let id = asks[0].id().unwrap();
         assert!(asks[0].stamped);
         let stale = "fn a() { 1 }\n// @claude why?\nfn b() {}\n";
         for _ in 0..2 {
-            std::fs::write(&p, stale).unwrap();
+            crate::test_support::write(&p, stale).unwrap();
             assert!(live.process(&p, None).is_empty(), "a stale copy asked again");
             assert_eq!(
                 std::fs::read_to_string(&p).unwrap(),
@@ -909,10 +916,10 @@ mod tests {
         }
         resolve(&live, id);
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "fn a() { 1 }\nfn b() {}\n");
-        std::fs::write(&p, stale).unwrap();
+        crate::test_support::write(&p, stale).unwrap();
         assert!(live.process(&p, None).is_empty(), "a resolved ask came back from a stale buffer");
         // The same place, new words: a new ask.
-        std::fs::write(&p, "fn a() { 1 }\n// @claude why not?\nfn b() {}\n").unwrap();
+        crate::test_support::write(&p, "fn a() { 1 }\n// @claude why not?\nfn b() {}\n").unwrap();
         let again = live.process(&p, None);
         assert_eq!(again.len(), 1);
         assert_ne!(again[0].id(), Some(id));
@@ -925,7 +932,7 @@ mod tests {
         let mut live = live(dir.path());
         for name in ["a.py", "b.py"] {
             let p = live.root.join(name);
-            std::fs::write(&p, "# @claude add tests\n").unwrap();
+            crate::test_support::write(&p, "# @claude add tests\n").unwrap();
             assert_eq!(live.process(&p, None).len(), 1, "{name}");
         }
     }
@@ -936,12 +943,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut live = live(dir.path());
         let p = live.root.join("a.py");
-        std::fs::write(&p, "# @claude one\nx = 1\n").unwrap();
+        crate::test_support::write(&p, "# @claude one\nx = 1\n").unwrap();
         let id = live.process(&p, None)[0].id().unwrap();
-        std::fs::write(&p, "x = 1\n").unwrap();
+        crate::test_support::write(&p, "x = 1\n").unwrap();
         assert!(live.process(&p, None).is_empty());
         assert!(!live.asks.by_id(id).unwrap().is_pending());
-        std::fs::write(&p, "# @claude one\nx = 1\n").unwrap();
+        crate::test_support::write(&p, "# @claude one\nx = 1\n").unwrap();
         assert!(live.process(&p, None).is_empty());
     }
 
@@ -979,11 +986,11 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let mut live = live(dir.path());
             let p = live.root.join(name);
-            std::fs::write(&p, original).unwrap();
+            crate::test_support::write(&p, original).unwrap();
             assert!(live.process(&p, None).is_empty(), "{name}: no ask yet");
             let mut lines: Vec<&str> = original.split_inclusive('\n').collect();
             lines.insert(at, ask);
-            std::fs::write(&p, lines.concat()).unwrap();
+            crate::test_support::write(&p, lines.concat()).unwrap();
             let asks = live.process(&p, None);
             assert_eq!(asks.len(), 1, "{name}");
             let want: Vec<&str> =
@@ -1013,17 +1020,17 @@ mod tests {
         let mut live = start();
         let p = root.join("a.py");
         let text = "x = 1\n# @claude rename x\n";
-        std::fs::write(&p, text).unwrap();
+        crate::test_support::write(&p, text).unwrap();
         let asks = live.process(&p, None);
         assert_eq!(asks.len(), 1);
         assert!(!asks[0].stamped);
         let id = asks[0].id().expect("an id from the ledger");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), text, "the file was written");
-        std::fs::write(&p, format!("{text}y = 2\n")).unwrap();
+        crate::test_support::write(&p, format!("{text}y = 2\n")).unwrap();
         assert!(live.process(&p, None).is_empty());
         drop(live);
         let mut restarted = start();
-        std::fs::write(&p, format!("{text}y = 3\n")).unwrap();
+        crate::test_support::write(&p, format!("{text}y = 3\n")).unwrap();
         assert!(restarted.process(&p, None).is_empty(), "announced again after a restart");
         resolve(&restarted, id);
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "x = 1\ny = 3\n");
@@ -1038,7 +1045,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let mut live = live(dir.path());
             let p = live.root.join("a.py");
-            std::fs::write(&p, "# @claude one\n").unwrap();
+            crate::test_support::write(&p, "# @claude one\n").unwrap();
             live.before_stamp = Some(Box::new(move |path: &Path| {
                 std::fs::remove_file(path).unwrap();
                 if replace_with_dir {
@@ -1062,12 +1069,12 @@ mod tests {
             text.push_str("x = 1\n");
         }
         text.truncate(fsio::MAX_FILE_SIZE as usize - 5);
-        std::fs::write(&p, &text).unwrap();
+        crate::test_support::write(&p, &text).unwrap();
         let asks = live.process(&p, None);
         assert_eq!(asks.len(), 1);
         assert!(!asks[0].stamped && asks[0].id().is_none());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
-        std::fs::write(&p, &text).unwrap();
+        crate::test_support::write(&p, &text).unwrap();
         live.last_seen.clear();
         assert!(live.process(&p, None).is_empty(), "announced twice");
     }
@@ -1080,13 +1087,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut live = live(dir.path());
         let p = live.root.join("a.py");
-        std::fs::write(&p, "# @claude linked\n").unwrap();
+        crate::test_support::write(&p, "# @claude linked\n").unwrap();
         std::fs::hard_link(&p, live.root.join("b.txt")).unwrap();
         let asks = live.process(&p, None);
         assert_eq!(asks.len(), 1);
         assert!(!asks[0].stamped && asks[0].id().is_none());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude linked\n");
-        std::fs::write(&p, "# @claude linked\n").unwrap();
+        crate::test_support::write(&p, "# @claude linked\n").unwrap();
         live.last_seen.clear();
         assert!(live.process(&p, None).is_empty(), "announced twice");
     }
@@ -1106,6 +1113,8 @@ mod tests {
         assert!(live.asks.snapshot().is_empty());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude slow\n");
         drop(writer);
+        // The close that ends the writing: ours, or that of a copy a fork elsewhere made.
+        crate::test_support::wait_closed(&p);
         let asks = live.process(&p, None);
         assert_eq!(asks.len(), 1);
         assert!(asks[0].stamped);
@@ -1118,7 +1127,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut live = live(dir.path());
         let p = live.root.join("a.py");
-        std::fs::write(&p, "# @claude later\n").unwrap();
+        crate::test_support::write(&p, "# @claude later\n").unwrap();
         let change = Change { path: p.clone(), from_git: None, rescan: None };
         assert!(live.process_change(&change, &mut |_| false).is_empty());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude later\n");
@@ -1133,15 +1142,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut live = live(dir.path());
         let dormant = live.root.join("vendored.py");
-        std::fs::write(&dormant, "# @claude from a vendored file\n").unwrap();
+        crate::test_support::write(&dormant, "# @claude from a vendored file\n").unwrap();
         let seen = live.root.join("seen.py");
-        std::fs::write(&seen, "x = 1\n").unwrap();
+        crate::test_support::write(&seen, "x = 1\n").unwrap();
         assert!(live.process(&seen, None).is_empty());
         let since = std::time::SystemTime::now();
         std::thread::sleep(Duration::from_millis(20)); // mtimes after `since`, on coarse clocks too
-        std::fs::write(&seen, "x = 1\n# @claude saved while events were lost\n").unwrap();
+        crate::test_support::write(&seen, "x = 1\n# @claude saved while events were lost\n")
+            .unwrap();
         let fresh = live.root.join("new.py");
-        std::fs::write(&fresh, "# @claude new while events were lost\n").unwrap();
+        crate::test_support::write(&fresh, "# @claude new while events were lost\n").unwrap();
         let mut texts = Vec::new();
         for path in [&dormant, &seen, &fresh] {
             let change = Change { path: path.clone(), from_git: None, rescan: Some(since) };
@@ -1155,7 +1165,7 @@ mod tests {
             ["@claude new while events were lost", "@claude saved while events were lost"]
         );
         // Saved later, the dormant marker is the user's to fire, as always.
-        std::fs::write(&dormant, "# @claude from a vendored file\n\n").unwrap();
+        crate::test_support::write(&dormant, "# @claude from a vendored file\n\n").unwrap();
         assert_eq!(live.process(&dormant, None).len(), 1);
     }
 
@@ -1169,12 +1179,12 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let outside = tempfile::tempdir().unwrap();
             let secret = outside.path().join("a.py");
-            std::fs::write(&secret, "# @claude outside the root\n").unwrap();
+            crate::test_support::write(&secret, "# @claude outside the root\n").unwrap();
             let mut live = live(dir.path());
             let sub = live.root.join("sub");
             std::fs::create_dir(&sub).unwrap();
             let p = sub.join("a.py");
-            std::fs::write(&p, "# @claude outside the root\n").unwrap();
+            crate::test_support::write(&p, "# @claude outside the root\n").unwrap();
             let outside_dir = outside.path().to_path_buf();
             let swap = move |sub: &Path| {
                 std::fs::rename(sub, sub.with_file_name("sub.old")).unwrap();
@@ -1206,14 +1216,14 @@ mod tests {
         let sub = live.root.join("sub");
         std::fs::create_dir(&sub).unwrap();
         let p = sub.join("a.py");
-        std::fs::write(&p, "# @claude after a conflict\n").unwrap();
+        crate::test_support::write(&p, "# @claude after a conflict\n").unwrap();
         let mut once = true;
         live.before_stamp = Some(Box::new(move |path: &Path| {
             if std::mem::take(&mut once) {
                 let sub = path.parent().unwrap();
                 std::fs::rename(sub, sub.with_file_name("sub.old")).unwrap();
                 std::fs::create_dir(sub).unwrap();
-                std::fs::write(path, "# @claude after a conflict\n").unwrap();
+                crate::test_support::write(path, "# @claude after a conflict\n").unwrap();
             }
         }));
         assert!(live.process(&p, None).is_empty(), "announced through a conflict");
@@ -1249,26 +1259,32 @@ mod takeover_tests {
         let root = dir.path().canonicalize().unwrap();
         git(&root, &["init", "-q"]);
         let old = root.join("old.py");
-        std::fs::write(&old, "# @claude dormant, untouched since before\n").unwrap();
+        crate::test_support::write(&old, "# @claude dormant, untouched since before\n").unwrap();
         let hour_ago = SystemTime::now() - Duration::from_secs(3600);
         std::fs::File::options().write(true).open(&old).unwrap().set_modified(hour_ago).unwrap();
-        std::fs::write(root.join("committed.py"), "# @claude from a commit\n").unwrap();
+        crate::test_support::write(root.join("committed.py"), "# @claude from a commit\n").unwrap();
         git(&root, &["add", "committed.py"]);
         git(&root, &["commit", "-qm", "x"]);
         // A marker on another branch, which a checkout of that file brings while nobody
         // watches the git lock: git's too, though not in HEAD.
         git(&root, &["checkout", "-qb", "other"]);
-        std::fs::write(root.join("branch.py"), "# @claude from another branch\n").unwrap();
+        crate::test_support::write(root.join("branch.py"), "# @claude from another branch\n")
+            .unwrap();
         git(&root, &["add", "branch.py"]);
         git(&root, &["commit", "-qm", "y"]);
         git(&root, &["checkout", "-q", "-"]);
         let since = SystemTime::now() - Duration::from_secs(1);
         git(&root, &["checkout", "other", "--", "branch.py"]);
         // Saved while the old owner ran (it tagged the first), or after it died.
-        std::fs::write(root.join("tagged.py"), "# @claude[fw-0000abcd] handled by the owner\n")
+        crate::test_support::write(
+            root.join("tagged.py"),
+            "# @claude[fw-0000abcd] handled by the owner\n",
+        )
+        .unwrap();
+        crate::test_support::write(root.join("missed.py"), "# @claude saved as the owner died\n")
             .unwrap();
-        std::fs::write(root.join("missed.py"), "# @claude saved as the owner died\n").unwrap();
-        std::fs::write(root.join("committed.py"), "# @claude from a commit\nx = 1\n").unwrap();
+        crate::test_support::write(root.join("committed.py"), "# @claude from a commit\nx = 1\n")
+            .unwrap();
 
         let options = LiveOptions {
             root: root.clone(),
@@ -1283,7 +1299,7 @@ mod takeover_tests {
         })
         .unwrap();
         // Changes come in the order files fell quiet: the sentinel's ask comes after the rest.
-        std::fs::write(root.join("sentinel.py"), "# @claude sentinel\n").unwrap();
+        crate::test_support::write(root.join("sentinel.py"), "# @claude sentinel\n").unwrap();
         let mut files = Vec::new();
         while files.last().map(String::as_str) != Some("sentinel.py") {
             files.push(rx.recv_timeout(Duration::from_secs(20)).expect("the sentinel's ask"));

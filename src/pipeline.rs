@@ -347,6 +347,39 @@ pub fn relative(root: &Path, path: &Path) -> String {
 mod tests {
     use super::*;
 
+    /// A file another program has open for writing for a moment (an editor's save in several
+    /// writes, a copy of a descriptor in a child between its fork and its exec) is resolved
+    /// once it is closed, not refused; one held open for good is refused with a clear error
+    /// and left as it is.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_resolve_waits_out_a_writer_that_closes_soon() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.py");
+        let scanner = Scanner::new(LanguageTable::builtin(), crate::DEFAULT_TRIGGER).unwrap();
+        let id: MarkerId = "fw-0000abcd".parse().unwrap();
+        let tagged = "x = 1\n# @claude[fw-0000abcd] hi\n";
+        let mut writer = std::fs::File::create(&p).unwrap();
+        writer.write_all(tagged.as_bytes()).unwrap();
+        let (held, release) = std::sync::mpsc::channel::<()>();
+        let closer = std::thread::spawn(move || {
+            let _ = release.recv_timeout(std::time::Duration::from_millis(200));
+            drop(writer);
+        });
+        let resolved = resolve_file(&scanner, &p, id, WRITE_ATTEMPTS);
+        drop(held);
+        closer.join().unwrap();
+        assert!(matches!(resolved, Ok(true)), "{resolved:?}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "x = 1\n");
+
+        crate::test_support::write(&p, tagged).unwrap();
+        let _forever = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        let refused = resolve_file(&scanner, &p, id, WRITE_ATTEMPTS);
+        assert!(matches!(refused, Err(EditError::Write(WriteError::Busy { .. }))), "{refused:?}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), tagged);
+    }
+
     /// A tree scanned on several threads, each reusing one buffer: exactly the files with
     /// markers come back, sorted, each with its own markers (a long file read before a short
     /// one leaves nothing behind), and no hard-excluded, binary or language-less file is

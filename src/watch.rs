@@ -579,7 +579,7 @@ mod tests {
     fn write(root: &Path, rel: &str) -> PathBuf {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, "# @claude hi\n").unwrap();
+        crate::test_support::write(&p, "# @claude hi\n").unwrap();
         p
     }
 

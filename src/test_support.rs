@@ -1,0 +1,44 @@
+//! Helpers for the unit tests: a write that is over when it returns.
+//!
+//! A descriptor open for writing is copied into every child any thread forks (git, setfattr,
+//! mount in other tests; `git cat-file` in the pipeline) and lives there until the child's
+//! `exec` closes it (`O_CLOEXEC` acts at exec, not at fork). Until then the file is still open
+//! for writing, and a stamp rightly finds it Busy: in the product, that last close is the
+//! `IN_CLOSE_WRITE` that brings the stamp. Tests that call the pipeline directly, with no
+//! watcher, wait for that close instead.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::sys;
+
+/// [`std::fs::write`], then [`wait_closed`]: the file is written *and* closed everywhere.
+pub fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
+    std::fs::write(path.as_ref(), contents)?;
+    wait_closed(path.as_ref());
+    Ok(())
+}
+
+/// Waits until no process has `path` open for writing (as a read lease tells; at once where
+/// there are no leases). Panics after 10 s: a test left a writer open.
+pub fn wait_closed(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Ok(file) = open_nonblocking(path) {
+        match sys::take_lease(&file) {
+            sys::Lease::Busy => {}
+            sys::Lease::Held => return sys::release_lease(&file),
+            sys::Lease::Unavailable => return,
+        }
+        assert!(Instant::now() < deadline, "{}: still open for writing after 10 s", path.display());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Opened for reading without blocking on a FIFO.
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    options.open(path)
+}
