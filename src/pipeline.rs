@@ -3,6 +3,7 @@
 //! [`crate::live`].
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::asks::AskRecord;
 use crate::error::Problem;
@@ -15,6 +16,11 @@ use crate::walk::{self, Listing};
 
 /// How often a stamp or resolve is tried again when the user's write gets in between.
 pub const WRITE_ATTEMPTS: usize = 5;
+
+/// How long a stamp or resolve waits for another program to close a file it has open for
+/// writing (an editor saving in several writes; a copy of a descriptor that lives in a forked
+/// child until its exec) before it gives up with [`WriteError::Busy`].
+const BUSY_WAIT: Duration = Duration::from_secs(2);
 
 /// The markers found in one file.
 #[derive(Debug)]
@@ -225,13 +231,16 @@ enum Edit<T> {
 
 /// Reads `path`, lets `edit` decide, and writes its bytes with the checked atomic replace. When
 /// the user writes the file meanwhile, the edit is done again on their bytes (their write wins),
-/// up to `attempts` times.
+/// up to `attempts` times. While another program has the file open for writing, it waits (up to
+/// [`BUSY_WAIT`]) for the close, then reads the file again.
 fn edit_file<T>(
     path: &Path,
     attempts: usize,
     mut edit: impl FnMut(&[u8]) -> Edit<T>,
 ) -> Result<T, EditError> {
-    for _ in 0..attempts {
+    let busy_until = Instant::now() + BUSY_WAIT;
+    let mut attempt = 0;
+    while attempt < attempts {
         let source = fsio::read_source(path)?;
         let (new, result) = match edit(&source.bytes) {
             Edit::Keep(result) => return Ok(result),
@@ -239,7 +248,11 @@ fn edit_file<T>(
         };
         match fsio::replace_checked(path, &source.bytes, &new) {
             Ok(()) => return Ok(result),
-            Err(WriteError::Conflict { .. }) => continue,
+            Err(WriteError::Conflict { .. }) => attempt += 1,
+            // No event tells a one-shot edit when the writer closes: look again shortly.
+            Err(WriteError::Busy { .. }) if Instant::now() < busy_until => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             Err(e) => return Err(e.into()),
         }
     }
