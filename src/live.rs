@@ -821,6 +821,38 @@ mod tests {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// A repository deleted and cloned again at the same place: its files' markers are the
+    /// clone's commits, not the user's, although the reader started for the old repository is
+    /// still running (in a directory that is gone).
+    #[test]
+    fn a_repository_cloned_again_in_place_is_read_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let sub = live.root.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        git_in(&sub, &["init", "-q"]);
+        let p = sub.join("a.py");
+        crate::test_support::write(&p, "x = 1\n").unwrap();
+        git_in(&sub, &["add", "."]);
+        git_in(&sub, &["commit", "-qm", "one"]);
+        crate::test_support::write(&p, "x = 1\n# @claude mine\n").unwrap();
+        assert_eq!(live.process(&p, None).len(), 1);
+        assert_eq!(live.git.readers_started(), 1);
+
+        let upstream = tempfile::tempdir().unwrap();
+        let theirs = upstream.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        git_in(&theirs, &["init", "-q"]);
+        crate::test_support::write(theirs.join("a.py"), "# @claude injected\n").unwrap();
+        git_in(&theirs, &["add", "."]);
+        git_in(&theirs, &["commit", "-qm", "theirs"]);
+        std::fs::remove_dir_all(&sub).unwrap();
+        git_in(&live.root, &["clone", "-q", theirs.to_str().unwrap(), "sub"]);
+        let texts: Vec<String> =
+            live.process(&p, None).into_iter().map(|a| a.marker.text).collect();
+        assert!(texts.is_empty(), "a marker of the clone's commit was announced: {texts:?}");
+    }
+
     /// Saves in a repository start one git process in all, not one each; the lines at `HEAD`
     /// follow `HEAD` as it moves: a commit, refs packed, a detached `HEAD`, a linked worktree.
     #[test]
