@@ -292,7 +292,7 @@ impl GitLines {
                 return lines.clone();
             }
         }
-        let Some(blob) = self.read_blob(&git.top, &format!("{commit}:{rel}")) else {
+        let Some(blob) = self.read_blob(&git.top, &commit, &rel) else {
             return Arc::new(lines_git_could_write(path, None)); // git is gone or failed: as before
         };
         let lines: HashSet<Vec<u8>> =
@@ -313,9 +313,10 @@ impl GitLines {
         }
     }
 
-    /// The blob named `object` through the repository's reader (started, or restarted once
-    /// if it died): `Some(None)` when there is no such object, `None` when git cannot answer.
-    fn read_blob(&mut self, top: &Path, object: &str) -> Option<Option<Vec<u8>>> {
+    /// The file `rel` in `commit` through the repository's reader (started, or restarted once
+    /// if it died or went stale): `Some(None)` when the commit has no such file, `None` when
+    /// git cannot answer.
+    fn read_blob(&mut self, top: &Path, commit: &str, rel: &str) -> Option<Option<Vec<u8>>> {
         for _ in 0..2 {
             if !self.readers.contains_key(top) {
                 let reader = CatFile::start(top)?;
@@ -323,13 +324,22 @@ impl GitLines {
                 self.readers.insert(top.to_path_buf(), reader);
             }
             let reader = self.readers.get_mut(top)?;
-            match reader.read(object) {
-                Ok(blob) => return Some(blob),
-                Err(e) => {
-                    tracing::debug!("git cat-file in {}: {e}; restarting it", top.display());
-                    self.readers.remove(top);
-                }
+            // Objects never change, so a reader can be wrong only by calling one missing: a
+            // file the commit lacks is missing only if the commit itself is known. A reader
+            // that does not know the commit is stale (started in a repository since deleted
+            // and cloned again, its directory gone) and would call every file of the new
+            // commits missing: untracked, so their markers the user's.
+            let answer = match reader.read(&format!("{commit}:{rel}")) {
+                Ok(Some(blob)) => return Some(Some(blob)),
+                Ok(None) => reader.read(commit),
+                Err(e) => Err(e),
+            };
+            match answer {
+                Ok(Some(_)) => return Some(None),
+                Ok(None) => tracing::debug!("git cat-file in {}: no {commit}", top.display()),
+                Err(e) => tracing::debug!("git cat-file in {}: {e}", top.display()),
             }
+            self.readers.remove(top);
         }
         None
     }
