@@ -20,7 +20,7 @@ pub const WRITE_ATTEMPTS: usize = 5;
 /// How long a stamp or resolve waits for another program to close a file it has open for
 /// writing (an editor saving in several writes; a copy of a descriptor that lives in a forked
 /// child until its exec) before it gives up with [`WriteError::Busy`].
-const BUSY_WAIT: Duration = Duration::from_secs(2);
+const WRITER_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// The markers found in one file.
 #[derive(Debug)]
@@ -232,13 +232,13 @@ enum Edit<T> {
 /// Reads `path`, lets `edit` decide, and writes its bytes with the checked atomic replace. When
 /// the user writes the file meanwhile, the edit is done again on their bytes (their write wins),
 /// up to `attempts` times. While another program has the file open for writing, it waits (up to
-/// [`BUSY_WAIT`]) for the close, then reads the file again.
+/// [`WRITER_CLOSE_WAIT`]) for the close, then reads the file again.
 fn edit_file<T>(
     path: &Path,
     attempts: usize,
     mut edit: impl FnMut(&[u8]) -> Edit<T>,
 ) -> Result<T, EditError> {
-    let busy_until = Instant::now() + BUSY_WAIT;
+    let busy_until = Instant::now() + WRITER_CLOSE_WAIT;
     let mut attempt = 0;
     while attempt < attempts {
         let source = fsio::read_source(path)?;
