@@ -130,6 +130,7 @@ run_windows() {
     multi_line_asks_from_head_are_not_announced # runs git: the Wine prefix has no git.exe
     a_takeover_fires_only_the_saves_the_owner_missed # runs git too
     saves_spawn_no_git_and_follow_head           # runs git too
+    a_repository_cloned_again_in_place_is_read_anew # runs git too
     walk::tests::honours_gitignore_and_hard_excludes # its expectation joins paths with '\'
     root_must_be_a_readable_directory            # expects Unix's "No such file or directory"
     terminal_output_cannot_be_forged             # a newline in a file name: Windows forbids it
