@@ -357,6 +357,25 @@ impl Hooks<'_> {
     }
 }
 
+/// Waits until nobody has `path` open for writing, looking every 10 ms until `deadline`: what
+/// a [`WriteError::Busy`] waits for where no close event will tell (a one-shot stamp or
+/// resolve). True once it is closed, or when it cannot be told (no leases here, no such file:
+/// the next read says what is there); false if it is still being written at `deadline`.
+pub fn wait_closed(path: &Path, deadline: std::time::Instant) -> bool {
+    loop {
+        let Ok(file) = sys::open_read(path) else { return true };
+        match sys::take_lease(&file) {
+            sys::Lease::Held => {
+                sys::release_lease(&file);
+                return true;
+            }
+            sys::Lease::Unavailable => return true,
+            sys::Lease::Busy if std::time::Instant::now() >= deadline => return false,
+            sys::Lease::Busy => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
 /// How long a replace waits for another program to let go of a file before calling it busy.
 const BUSY_WAIT: Duration = Duration::from_secs(1);
 

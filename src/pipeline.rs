@@ -249,10 +249,9 @@ fn edit_file<T>(
         match fsio::replace_checked(path, &source.bytes, &new) {
             Ok(()) => return Ok(result),
             Err(WriteError::Conflict { .. }) => attempt += 1,
-            // No event tells a one-shot edit when the writer closes: look again shortly.
-            Err(WriteError::Busy { .. }) if Instant::now() < busy_until => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            // No event tells a one-shot edit when the writer closes: wait for it, then read the
+            // file again (the writer may have changed it).
+            Err(WriteError::Busy { .. }) if fsio::wait_closed(path, busy_until) => {}
             Err(e) => return Err(e.into()),
         }
     }

@@ -10,8 +10,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::sys;
-
 /// [`std::fs::write`], then [`wait_closed`]: the file is written *and* closed everywhere.
 pub fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
     std::fs::write(path.as_ref(), contents)?;
@@ -19,26 +17,13 @@ pub fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> std::io::Res
     Ok(())
 }
 
-/// Waits until no process has `path` open for writing (as a read lease tells; at once where
-/// there are no leases). Panics after 10 s: a test left a writer open.
+/// Waits until no process has `path` open for writing (at once where leases cannot tell).
+/// Panics after 10 s: a test left a writer open.
 pub fn wait_closed(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while let Ok(file) = open_nonblocking(path) {
-        match sys::take_lease(&file) {
-            sys::Lease::Busy => {}
-            sys::Lease::Held => return sys::release_lease(&file),
-            sys::Lease::Unavailable => return,
-        }
-        assert!(Instant::now() < deadline, "{}: still open for writing after 10 s", path.display());
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Opened for reading without blocking on a FIFO.
-fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    options.open(path)
+    assert!(
+        crate::fsio::wait_closed(path, deadline),
+        "{}: still open for writing after 10 s",
+        path.display()
+    );
 }
