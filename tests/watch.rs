@@ -38,10 +38,14 @@ impl Watcher {
     }
 
     fn start_in(root: &Path) -> Watcher {
+        Watcher::start_with(root, "150ms")
+    }
+
+    fn start_with(root: &Path, debounce: &str) -> Watcher {
         let state = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
             .env("FILEWATCH_STATE_DIR", state.path())
-            .args(["watch", "--json", "--debounce", "150ms"])
+            .args(["watch", "--json", "--debounce", debounce])
             .arg(root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -464,6 +468,61 @@ fn markers_from_git_are_not_asks() {
     let a = w.ask();
     assert_eq!(a["text"], "@claude mine");
     assert!(w.asks_until_barrier().is_empty());
+}
+
+/// A repository inside the root (the root a folder of projects, or a checkout nested in
+/// another): a checkout there writes files before it moves `HEAD`, as in the root's own
+/// repository, so its index lock must hold them too. A checkout that takes longer than the
+/// debounce announced the other branch's markers as asks. The same for a repository cloned in
+/// while watching; the user's own ask in a nested repository still fires.
+#[test]
+fn markers_from_git_in_a_nested_repository_are_not_asks() {
+    if !has("git") {
+        eprintln!("git not installed; skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        run(Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+            .args(args));
+    };
+    let sub = root.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    std::fs::write(sub.join("app.py"), "x = 1\n").unwrap();
+    git(&sub, &["add", "."]);
+    git(&sub, &["commit", "-qm", "one"]);
+    git(&sub, &["checkout", "-qb", "other"]);
+    // Enough files that the checkout takes several debounces.
+    for i in 0..2000 {
+        std::fs::write(sub.join(format!("f{i}.py")), format!("x = {i}\n# @claude theirs {i}\n"))
+            .unwrap();
+    }
+    git(&sub, &["add", "."]);
+    git(&sub, &["commit", "-qm", "other"]);
+    git(&sub, &["checkout", "-q", "main"]);
+
+    let mut w = Watcher::start_with(&root, "20ms");
+    git(&sub, &["checkout", "-q", "other"]);
+    let asks = w.asks_until_barrier();
+    assert!(asks.is_empty(), "{} asks from a nested checkout: {:?}…", asks.len(), asks.first());
+
+    git(&root, &["clone", "-q", sub.to_str().unwrap(), "clone"]);
+    let clone = root.join("clone");
+    git(&clone, &["checkout", "-q", "main"]);
+    assert!(w.asks_until_barrier().is_empty(), "the clone's files");
+    git(&clone, &["checkout", "-q", "other"]);
+    let asks = w.asks_until_barrier();
+    assert!(asks.is_empty(), "{} asks from a checkout in a clone: {:?}…", asks.len(), asks.first());
+
+    std::fs::write(sub.join("app.py"), "x = 1\n# @claude mine\n").unwrap();
+    let a = w.ask();
+    assert_eq!(a["text"], "@claude mine");
+    assert_eq!(a["file"], "sub/app.py");
 }
 
 #[test]
