@@ -51,6 +51,16 @@ impl GitDir {
         None
     }
 
+    /// The top of its work tree.
+    pub fn top(&self) -> &Path {
+        &self.top
+    }
+
+    /// The git directory itself.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// True for paths inside the git directory.
     pub fn contains(&self, path: &Path) -> bool {
         path.starts_with(&self.path)

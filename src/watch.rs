@@ -8,6 +8,7 @@
 //! (`src/sys/inotify.rs`), so a build or a search reading the tree wakes nothing.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -121,7 +122,7 @@ impl Watch {
         let events_seen = Arc::new(AtomicU64::new(0));
         let mut state = State {
             events_seen: events_seen.clone(),
-            git: GitDir::find(&root),
+            repos: GitDir::find(&root).map(Repo::new).into_iter().collect(),
             rules: IgnoreRules::new(&root),
             root: root.clone(),
             mode,
@@ -132,14 +133,15 @@ impl Watch {
             pending: HashMap::new(),
             started: SystemTime::now(),
             rescanning: None,
-            index_lock: IndexLock::default(),
             debounce,
             out: change_tx,
         };
         let started = Instant::now();
         state.watch_root().map_err(StartError::Watcher)?;
         state.watch_tree(&root, false);
-        state.watch_git_dir();
+        if let Some(git) = state.repos.first().map(|r| r.git.clone()) {
+            state.watch_git_dir(&git);
+        }
         if let Some(since) = since {
             state.list_modified_since(since);
         }
@@ -201,7 +203,10 @@ struct State {
     root: PathBuf,
     /// One watch per directory, or one recursive watch on the root.
     mode: WatchMode,
-    git: Option<GitDir>,
+    /// The repositories whose work trees hold watched files: the root's own (which may start
+    /// above the root) and every one found inside it (a folder of projects, a nested checkout,
+    /// a submodule, a clone made while watching).
+    repos: Vec<Repo>,
     rules: IgnoreRules,
     watcher: sys::Watcher,
     /// Directories watched, or with a recursive watch: covered (walked, not ignored).
@@ -216,11 +221,22 @@ struct State {
     started: SystemTime,
     /// Set while a rescan after an overflow is listing files.
     rescanning: Option<SystemTime>,
-    index_lock: IndexLock,
     debounce: Duration,
     out: Sender<Change>,
     /// Events delivered so far (see [`Watch::events_seen`]).
     events_seen: Arc<AtomicU64>,
+}
+
+/// A repository and its index lock as events tell it.
+struct Repo {
+    git: GitDir,
+    lock: IndexLock,
+}
+
+impl Repo {
+    fn new(git: GitDir) -> Repo {
+        Repo { git, lock: IndexLock::default() }
+    }
 }
 
 impl State {
@@ -252,15 +268,23 @@ impl State {
         if self.pending.is_empty() {
             return None;
         }
-        if let Some(stale) = self.index_lock.stale_at() {
+        if let Some(stale) = self.repos.iter().filter_map(|r| r.lock.stale_at()).min() {
             return Some(stale); // git's lock is held: its removal is an event
         }
         self.pending.values().map(|p| p.due).min()
     }
 
-    /// Sends the files whose quiet time is over; while git holds its index lock, waits.
+    /// Sends the files whose quiet time is over; while git holds an index lock (of any of the
+    /// repositories), waits.
     fn flush_due(&mut self) -> Result<(), mpsc::SendError<Change>> {
-        if self.pending.is_empty() || self.index_lock.holds(self.git.as_ref()) {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut git_writing = false;
+        for repo in &mut self.repos {
+            git_writing |= repo.lock.holds(Some(&repo.git)); // each, to release the gone ones
+        }
+        if git_writing {
             return Ok(());
         }
         let now = Instant::now();
@@ -283,28 +307,46 @@ impl State {
     fn schedule(&mut self, path: PathBuf) {
         let due = Instant::now() + self.debounce;
         let rescan = self.rescanning;
+        let window = self.repo_of(&path).and_then(|r| r.lock.window());
         let entry = self.pending.entry(path).or_insert(Pending { due, from_git: None, rescan });
         entry.due = due;
         if entry.from_git.is_none() {
-            entry.from_git = self.index_lock.window();
+            entry.from_git = window;
         }
         if rescan.is_none() {
             entry.rescan = None; // an event of its own: a real change
         }
     }
 
-    /// An event in the git directory: its index lock, or the exclude file.
-    fn on_git_event(&mut self, git: &GitDir, kind: &EventKind, path: &Path, moved_away: bool) {
+    /// The repository whose work tree holds `path` (the innermost).
+    fn repo_of(&self, path: &Path) -> Option<&Repo> {
+        let tops = self.repos.iter().filter(|r| path.starts_with(r.git.top()));
+        tops.max_by_key(|r| r.git.top().as_os_str().len())
+    }
+
+    /// Watches the repository whose `.git` is in `dir`, found in the walk or just created (a
+    /// `git init`, a clone), in place of what was known there before.
+    fn add_repo(&mut self, dir: &Path) {
+        let Some(git) = GitDir::find(dir).filter(|g| g.top() == dir) else { return };
+        self.repos.retain(|r| r.git.top() != dir);
+        tracing::debug!("a repository at {}: its index lock holds its files", dir.display());
+        self.watch_git_dir(&git);
+        self.repos.push(Repo::new(git));
+    }
+
+    /// An event in a git directory: its index lock, or the exclude file.
+    fn on_git_event(&mut self, repo: usize, kind: &EventKind, path: &Path, moved_away: bool) {
         // Reads are not changes: reloading `info/exclude` reads it, and that must not bring
         // another reload.
         if matches!(kind, EventKind::Access(_)) {
             return;
         }
+        let Repo { git, lock } = &mut self.repos[repo];
         if git.is_index_lock(path) {
             if matches!(kind, EventKind::Create(_)) {
-                self.index_lock.taken(git);
+                lock.taken(git);
             } else if moved_away {
-                self.index_lock.released();
+                lock.released();
             }
         }
         if self.rules.is_rules_file(path) {
@@ -332,11 +374,21 @@ impl State {
                 || matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
                 || (renamed_both && i == 0)
                 || renamed_from_here(&event.kind, path);
-            if let Some(git) = self.git.clone().filter(|g| g.contains(path)) {
-                self.on_git_event(&git, &event.kind, path, moved_away);
+            // Inside a git directory (the innermost: a submodule's lives in its parent's).
+            let repo = (0..self.repos.len())
+                .filter(|&i| self.repos[i].git.contains(path))
+                .max_by_key(|&i| self.repos[i].git.path().as_os_str().len());
+            if let Some(repo) = repo {
+                self.on_git_event(repo, &event.kind, path, moved_away);
                 continue;
             }
             if !path.starts_with(&self.root) {
+                continue;
+            }
+            if path.file_name() == Some(OsStr::new(".git")) {
+                if let (false, Some(dir)) = (moved_away, path.parent()) {
+                    self.add_repo(dir); // `git init`, `git clone`: a repository from now on
+                }
                 continue;
             }
             if moved_away {
@@ -428,6 +480,11 @@ impl State {
                     continue;
                 }
                 self.add_watch(path);
+                // A repository inside the root: its git directory is not walked.
+                let known = self.repos.iter().any(|r| r.git.top() == path);
+                if !known && std::fs::symlink_metadata(path.join(".git")).is_ok() {
+                    self.add_repo(path);
+                }
             } else if scan_files
                 && entry.file_type().is_some_and(|t| t.is_file())
                 && !self.rules.is_ignored(path, false)
@@ -443,7 +500,8 @@ impl State {
     /// a marker in any version git could have written (a checkout, merge, rebase, stash) stays
     /// quiet, as it did for the old owner.
     fn list_modified_since(&mut self, since: SystemTime) {
-        let window = self.git.as_ref().map(GitDir::window);
+        let windows: HashMap<PathBuf, GitWindow> =
+            self.repos.iter().map(|r| (r.git.top().to_path_buf(), r.git.window())).collect();
         self.rescanning = Some(since);
         for entry in walk::builder(&self.root.clone()).build() {
             let Ok(entry) = entry else { continue }; // logged by the walk that watched
@@ -454,8 +512,9 @@ impl State {
                 && recent()
             {
                 self.schedule(path.to_path_buf());
+                let window = self.repo_of(path).and_then(|r| windows.get(r.git.top())).cloned();
                 if let Some(pending) = self.pending.get_mut(path) {
-                    pending.from_git = pending.from_git.take().or_else(|| window.clone());
+                    pending.from_git = pending.from_git.take().or(window);
                 }
             }
         }
@@ -531,11 +590,10 @@ impl State {
         }
     }
 
-    /// The git directory is outside the tree walk (hard-excluded), but its index lock tells
+    /// A git directory is outside the tree walk (hard-excluded), but its index lock tells
     /// when git is writing the work tree: watch the directories that say so, not recursively.
-    fn watch_git_dir(&mut self) {
-        let dirs = self.git.as_ref().map(GitDir::dirs_to_watch).unwrap_or_default();
-        for dir in dirs {
+    fn watch_git_dir(&mut self, git: &GitDir) {
+        for dir in git.dirs_to_watch() {
             if self.mode == WatchMode::Recursive && dir.starts_with(&self.root) {
                 continue; // the root's watch reports it already
             }
