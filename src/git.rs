@@ -87,7 +87,8 @@ impl GitDir {
         path == self.path.join("index.lock")
     }
 
-    fn index_lock_exists(&self) -> bool {
+    /// True while git's index lock file is there.
+    pub fn index_lock_exists(&self) -> bool {
         self.path.join("index.lock").exists()
     }
 

@@ -331,7 +331,12 @@ impl State {
         self.repos.retain(|r| r.git.top() != dir);
         tracing::debug!("a repository at {}: its index lock holds its files", dir.display());
         self.watch_git_dir(&git);
-        self.repos.push(Repo::new(git));
+        let mut repo = Repo::new(git);
+        // Found while git works in it (a clone checking out): its lock came before the watch.
+        if repo.git.index_lock_exists() {
+            repo.lock.taken(&repo.git);
+        }
+        self.repos.push(repo);
     }
 
     /// An event in a git directory: its index lock, or the exclude file.
