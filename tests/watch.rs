@@ -149,6 +149,15 @@ fn has(cmd: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Runs git in `dir` as a test user, on branch `main` for a new repository.
+fn git_in(dir: &Path, args: &[&str]) {
+    run(Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args));
+}
+
 fn run(cmd: &mut Command) {
     let out = cmd.stdin(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -404,13 +413,7 @@ fn markers_from_git_are_not_asks() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let git = |args: &[&str]| {
-        run(Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-            .args(args));
-    };
+    let git = |args: &[&str]| git_in(&root, args);
     git(&["init", "-q"]);
     std::fs::write(root.join("app.py"), "x = 1\n").unwrap();
     git(&["add", "."]);
@@ -483,13 +486,7 @@ fn markers_from_git_in_a_nested_repository_are_not_asks() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let git = |dir: &Path, args: &[&str]| {
-        run(Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-            .args(args));
-    };
+    let git = git_in;
     let sub = root.join("sub");
     std::fs::create_dir(&sub).unwrap();
     git(&sub, &["init", "-q"]);
