@@ -149,6 +149,25 @@ fn has(cmd: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// A new repository at `dir` on `main` (one file, `app.py`), and a branch `other` that adds
+/// 2,000 files — enough that checking it out takes many debounces — with a committed marker in
+/// every tenth (each costs git's revision walk when it changed under git's lock).
+fn repo_with_a_branch_of_markers(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    git_in(dir, &["init", "-q"]);
+    std::fs::write(dir.join("app.py"), "x = 1\n").unwrap();
+    git_in(dir, &["add", "."]);
+    git_in(dir, &["commit", "-qm", "one"]);
+    git_in(dir, &["checkout", "-qb", "other"]);
+    for i in 0..2000 {
+        let text = if i % 10 == 0 { format!("# @claude theirs {i}\n") } else { String::new() };
+        std::fs::write(dir.join(format!("f{i}.py")), format!("x = {i}\n{text}")).unwrap();
+    }
+    git_in(dir, &["add", "."]);
+    git_in(dir, &["commit", "-qm", "other"]);
+    git_in(dir, &["checkout", "-q", "main"]);
+}
+
 /// Runs git in `dir` as a test user, on branch `main` for a new repository.
 fn git_in(dir: &Path, args: &[&str]) {
     run(Command::new("git")
@@ -488,21 +507,7 @@ fn markers_from_git_in_a_nested_repository_are_not_asks() {
     let root = dir.path().canonicalize().unwrap();
     let git = git_in;
     let sub = root.join("sub");
-    std::fs::create_dir(&sub).unwrap();
-    git(&sub, &["init", "-q"]);
-    std::fs::write(sub.join("app.py"), "x = 1\n").unwrap();
-    git(&sub, &["add", "."]);
-    git(&sub, &["commit", "-qm", "one"]);
-    git(&sub, &["checkout", "-qb", "other"]);
-    // Enough files that the checkout takes many debounces; a marker in every tenth (each costs
-    // git's revision walk when it changed under git's lock).
-    for i in 0..2000 {
-        let text = if i % 10 == 0 { format!("# @claude theirs {i}\n") } else { String::new() };
-        std::fs::write(sub.join(format!("f{i}.py")), format!("x = {i}\n{text}")).unwrap();
-    }
-    git(&sub, &["add", "."]);
-    git(&sub, &["commit", "-qm", "other"]);
-    git(&sub, &["checkout", "-q", "main"]);
+    repo_with_a_branch_of_markers(&sub);
 
     let mut w = Watcher::start_with(&root, "20ms");
     git(&sub, &["checkout", "-q", "other"]);
@@ -521,6 +526,43 @@ fn markers_from_git_in_a_nested_repository_are_not_asks() {
     let a = w.ask();
     assert_eq!(a["text"], "@claude mine");
     assert_eq!(a["file"], "sub/app.py");
+}
+
+/// A submodule's git directory lives in its parent's (`.git/modules/sub`), and a linked
+/// worktree's in the main repository's (`.git/worktrees/wt`): a checkout in either is git's
+/// too. Before each nested repository's lock was watched, 194 of this submodule checkout's 200
+/// markers were announced.
+#[test]
+fn markers_from_git_in_a_submodule_or_a_worktree_are_not_asks() {
+    if !has("git") {
+        eprintln!("git not installed; skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().canonicalize().unwrap();
+    let (root, lib) = (top.join("root"), top.join("lib"));
+    repo_with_a_branch_of_markers(&lib);
+    std::fs::create_dir(&root).unwrap();
+    git_in(&root, &["init", "-q"]);
+    let lib_url = lib.to_str().unwrap();
+    git_in(&root, &["-c", "protocol.file.allow=always", "submodule", "add", "-q", lib_url, "sub"]);
+    git_in(&root, &["commit", "-qm", "the submodule"]);
+
+    let mut w = Watcher::start_with(&root, "20ms");
+    git_in(&root.join("sub"), &["checkout", "-q", "other"]);
+    let asks = w.asks_until_barrier();
+    assert!(
+        asks.is_empty(),
+        "{} asks from a submodule's checkout: {:?}…",
+        asks.len(),
+        asks.first()
+    );
+
+    git_in(&root.join("sub"), &["worktree", "add", "-q", "--detach", "../wt", "main"]);
+    assert!(w.asks_until_barrier().is_empty(), "the worktree's own files");
+    git_in(&root.join("wt"), &["checkout", "-q", "--detach", "origin/other"]);
+    let asks = w.asks_until_barrier();
+    assert!(asks.is_empty(), "{} asks from a worktree's checkout: {:?}…", asks.len(), asks.first());
 }
 
 #[test]
