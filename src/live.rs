@@ -763,16 +763,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut live = live(dir.path());
         let root = live.root.clone();
-        let git = |args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .arg("-C")
-                .arg(&root)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .output()
-                .is_ok_and(|o| o.status.success());
-            assert!(ok, "git {args:?}");
-        };
+        let git = |args: &[&str]| git_in(&root, args);
         git(&["init", "-q"]);
         let p = root.join("a.rs");
         crate::test_support::write(&p, "/* @claude committed\n   over two lines */\nfn a() {}\n")
@@ -809,7 +800,8 @@ mod tests {
         assert_eq!((counts.full, counts.incremental), (1, 1), "{counts:?}");
     }
 
-    fn git_in(root: &Path, args: &[&str]) -> String {
+    /// Runs git in `root` as a test user; its output, trimmed.
+    pub(super) fn git_in(root: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
             .arg("-C")
             .arg(root)
@@ -1267,19 +1259,9 @@ mod tests {
 
 #[cfg(test)]
 mod takeover_tests {
+    use super::tests::git_in as git;
     use super::*;
     use std::sync::mpsc;
-
-    fn git(root: &Path, args: &[&str]) {
-        let ok = std::process::Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        assert!(ok, "git {args:?}");
-    }
 
     /// Taking a root over looks at the files modified since the standby began: an untagged
     /// marker saved then fires (once); one the old owner tagged, those git brought (in `HEAD`,
