@@ -153,3 +153,18 @@ fn a_small_edit_of_a_big_file_is_parsed_incrementally() {
     assert_eq!((counts.full, counts.incremental, counts.unchanged), (1, 1, 1));
     assert!(trees.bytes() > second.len(), "the tree's memory is counted");
 }
+
+/// A tree with parse errors is never reused (an edit could hide a marker behind the error), so
+/// it must not be kept either: it would only take memory and push out trees that can be.
+#[test]
+fn a_tree_with_errors_is_not_kept() {
+    let lang = LanguageTable::builtin().get("python").unwrap();
+    let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
+    let mut trees = TreeCache::new();
+    let key = Path::new("/project/half.py");
+    let src = "def f(:\n    return (\n# @claude half-edited\n";
+    scanner.scan_incremental(lang, src.as_bytes(), &mut trees, key);
+    assert_eq!(trees.bytes(), 0, "a tree with errors is kept");
+    scanner.scan_incremental(lang, src.as_bytes(), &mut trees, key);
+    assert_eq!(trees.counts().full, 2);
+}
