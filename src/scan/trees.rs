@@ -16,10 +16,10 @@ use tree_sitter::{InputEdit, Tree};
 use super::{parse, point};
 
 /// At most this many files' trees are kept.
-pub const MAX_FILES: usize = 64;
+const MAX_FILES: usize = 64;
 
 /// At most about this many bytes of trees (and the bytes they were parsed from) are kept.
-pub const MAX_BYTES: usize = 64 * 1024 * 1024;
+const MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// What one visible node of a syntax tree costs in memory, roughly: measured as the growth of
 /// the process's resident memory over 40 trees of a 100 KB file (Python 117, Rust 107,
@@ -78,23 +78,13 @@ impl TreeCache {
         self.counts
     }
 
-    /// Files whose trees are kept.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// True when no tree is kept.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Estimated memory held by the kept trees and their bytes.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// Forgets the tree of `key` (evicted, or replaced by a new one).
-    pub fn forget(&mut self, key: &Path) {
+    fn forget(&mut self, key: &Path) {
         if let Some(gone) = self.entries.remove(key) {
             self.bytes -= gone.cost;
         }
@@ -110,10 +100,7 @@ impl TreeCache {
         src: &[u8],
     ) -> Option<Tree> {
         self.clock += 1;
-        let base = self
-            .entries
-            .get(key)
-            .filter(|e| e.grammar == grammar && !e.tree.root_node().has_error());
+        let base = self.entries.get(key).filter(|e| e.grammar == grammar);
         let incremental = match base {
             Some(entry) => match edit_between(&entry.src, src) {
                 None => {
@@ -147,8 +134,14 @@ impl TreeCache {
         Some(tree)
     }
 
+    /// Keeps `tree` for `key`, unless it has parse errors: such a tree is never a base for an
+    /// incremental parse (an edit could hide a marker behind the error), so it would only take
+    /// room from trees that are.
     fn keep(&mut self, key: &Path, grammar: &str, src: &[u8], tree: Tree) {
         self.forget(key);
+        if tree.root_node().has_error() {
+            return;
+        }
         let cost = src.len() + tree.root_node().descendant_count() * BYTES_PER_NODE;
         if cost > MAX_BYTES {
             return;
