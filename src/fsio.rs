@@ -477,14 +477,34 @@ fn replace_checked_with_hooks(
     };
     hooks.before_swap();
     if hooks.plain_rename {
-        return rename_and_check(path, &mut scratch, expected);
+        return rename_unleased(path, &mut scratch, read, expected);
     }
     match sys::exchange(scratch.temp(), path) {
         Ok(displaced) => settle_exchange(path, scratch, displaced, read, expected, new, hooks),
-        Err(e) if sys::exchange_unsupported(&e) => rename_and_check(path, &mut scratch, expected),
+        Err(e) if sys::exchange_unsupported(&e) => {
+            rename_unleased(path, &mut scratch, read, expected)
+        }
         Err(e) if sys::is_busy(&e) => Err(WriteError::Conflict { path: path.to_path_buf() }),
         Err(e) => Err(io_err(e)),
     }
+}
+
+/// The plain-rename fallback (no atomic exchange here: exFAT, vfat, …) after a leased check. A
+/// writer that opened the file since waits on our lease and would write into the replaced file
+/// once it ends: the stamp is abandoned instead. Otherwise the lease is given up before the
+/// rename, so that a writer opening the file now writes before our re-read of it, which finds
+/// it.
+fn rename_unleased(
+    path: &Path,
+    scratch: &mut Scratch,
+    read: Checked,
+    expected: &[u8],
+) -> Result<(), WriteError> {
+    if read.leased.as_ref().is_some_and(sys::lease_broken) {
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
+    }
+    drop(read);
+    rename_and_check(path, scratch, expected)
 }
 
 /// After the exchange, `displaced` holds what was at `path`: keep ours only if that was the
