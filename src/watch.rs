@@ -328,6 +328,9 @@ impl State {
     /// `git init`, a clone), in place of what was known there before.
     fn add_repo(&mut self, dir: &Path) {
         let Some(git) = GitDir::find(dir).filter(|g| g.top() == dir) else { return };
+        if self.repos.iter().any(|r| r.git == git) {
+            return; // known (an event on a submodule's `.git` file): its lock state stands
+        }
         self.repos.retain(|r| r.git.top() != dir);
         tracing::debug!("a repository at {}: its index lock holds its files", dir.display());
         self.watch_git_dir(&git);
