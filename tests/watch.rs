@@ -594,3 +594,29 @@ fn a_concurrent_writer_loses_nothing_and_gets_no_duplicate_asks() {
     assert_eq!(untagged, last);
     assert_eq!(asks.last().map(|a| a["text"].as_str().unwrap()), Some("@claude ask 299"));
 }
+
+/// The root deleted and made again (`rm -rf R; mkdir R`: a script regenerating a project, a
+/// re-clone in place): the watch says so and watches the new directory, whose saves are heard.
+#[test]
+fn the_root_deleted_and_made_again_is_watched_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap().join("R");
+    std::fs::create_dir(&root).unwrap();
+    let w = Watcher::start_in(&root);
+    w.write("a.py", "# @claude before\n");
+    assert_eq!(w.ask()["file"], "a.py");
+
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    w.write("x.py", "# @claude x\n");
+    let heard = w.asks.recv_timeout(DEADLINE).unwrap_or_else(|e| {
+        panic!("nothing heard in the new root ({e}); the log: {:?}", w.log.lock().unwrap())
+    });
+    assert_eq!(heard["file"], "x.py", "{heard}");
+    assert_eq!(heard["text"], "@claude x", "{heard}");
+    // A directory made in the new root is watched too.
+    w.write("sub/y.py", "# @claude y\n");
+    assert_eq!(w.ask()["file"], "sub/y.py");
+    let log = w.log.lock().unwrap().join("\n");
+    assert!(log.contains("deleted"), "the deletion was not said: {log}");
+}
