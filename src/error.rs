@@ -97,6 +97,24 @@ pub enum Problem {
         /// Why.
         source: std::io::Error,
     },
+    /// The watched root was deleted or moved away; its parent is watched for its return.
+    #[error(
+        "{root}: the watched directory was deleted or moved away; nothing is heard until it is \
+         made again (watching its parent for that)"
+    )]
+    RootGone {
+        /// The root.
+        root: PathBuf,
+    },
+    /// The root and its parent are gone (or the parent cannot be watched): the watch ends.
+    #[error(
+        "{root}: the watched directory was deleted, and its parent cannot be watched for its \
+         return; stopping (start filewatch-mcp again once the directory exists)"
+    )]
+    RootLost {
+        /// The root.
+        root: PathBuf,
+    },
     /// The OS dropped events (queue overflow): the tree is looked at again.
     #[error("file events were lost; rescanning the tree")]
     EventsLost,
@@ -172,7 +190,7 @@ impl Problem {
     /// what a tree walk expects (a binary file, a FIFO, a directory that vanished) is debug.
     pub fn log(&self) {
         match self {
-            Problem::WatchLimit => tracing::error!("{self}"),
+            Problem::WatchLimit | Problem::RootLost { .. } => tracing::error!("{self}"),
             Problem::Read(e) if e.is_skip() => {
                 tracing::debug!("skipped {e}")
             }

@@ -133,6 +133,8 @@ impl Watch {
             pending: HashMap::new(),
             started: SystemTime::now(),
             rescanning: None,
+            root_gone: false,
+            stopping: false,
             debounce,
             out: change_tx,
         };
@@ -221,6 +223,10 @@ struct State {
     started: SystemTime,
     /// Set while a rescan after an overflow is listing files.
     rescanning: Option<SystemTime>,
+    /// The root was deleted or moved away: its parent is watched until it is made again.
+    root_gone: bool,
+    /// Nothing is left to watch (the root and its parent are gone): the thread ends.
+    stopping: bool,
     debounce: Duration,
     out: Sender<Change>,
     /// Events delivered so far (see [`Watch::events_seen`]).
@@ -257,8 +263,8 @@ impl State {
                 Ok(Input::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            if self.flush_due().is_err() {
-                break; // nobody listens any more
+            if self.stopping || self.flush_due().is_err() {
+                break; // nothing to watch, or nobody listens any more
             }
         }
     }
@@ -390,7 +396,19 @@ impl State {
                 self.on_git_event(repo, &event.kind, path, moved_away);
                 continue;
             }
+            if self.root_gone && moved_away && Some(path.as_path()) == self.root.parent() {
+                self.give_up();
+                return;
+            }
             if !path.starts_with(&self.root) {
+                continue;
+            }
+            if path == &self.root {
+                if moved_away && !self.root_gone {
+                    self.lose_root();
+                } else if self.root_gone {
+                    self.find_root();
+                }
                 continue;
             }
             if path.file_name() == Some(OsStr::new(".git")) {
@@ -434,6 +452,52 @@ impl State {
                 self.schedule(path.clone());
             }
         }
+    }
+
+    /// The root itself was deleted or moved away (`rm -rf R`): nothing under it is watched any
+    /// more. Says so, and watches the root's parent for the root to be made again (a script
+    /// regenerating the project, a clone in place); it may be back already.
+    fn lose_root(&mut self) {
+        let root = self.root.clone();
+        Problem::RootGone { root: root.clone() }.log();
+        self.root_gone = true;
+        if self.mode == WatchMode::Recursive {
+            let _ = self.watcher.unwatch(&root);
+        }
+        self.unwatch_tree(&root);
+        self.repos.retain(|r| !r.git.top().starts_with(&root));
+        let Some(parent) = root.parent() else { return self.give_up() };
+        if self.watcher.watch(parent, RecursiveMode::NonRecursive).is_err() {
+            return self.give_up();
+        }
+        self.find_root();
+    }
+
+    /// While the root is gone: if it is a directory again, watches it anew and looks at every
+    /// file in it, as in a directory just made.
+    fn find_root(&mut self) {
+        let root = self.root.clone();
+        if !std::fs::symlink_metadata(&root).is_ok_and(|m| m.is_dir()) {
+            return;
+        }
+        if let Some(parent) = root.parent() {
+            let _ = self.watcher.unwatch(parent);
+        }
+        self.root_gone = false;
+        tracing::warn!("{}: made again; watching it anew", root.display());
+        self.rules = IgnoreRules::new(&root);
+        if let Err(e) = self.watch_root() {
+            Problem::Watcher(e).log();
+        }
+        self.add_repo(&root);
+        self.watch_tree(&root, true);
+    }
+
+    /// The root and its parent are gone: nothing is left to watch, and the watch ends (the
+    /// program with it), saying so.
+    fn give_up(&mut self) {
+        Problem::RootLost { root: self.root.clone() }.log();
+        self.stopping = true;
     }
 
     /// With a recursive watch, events come from ignored directories too: a path counts only if
@@ -727,5 +791,36 @@ mod tests {
         // reads, hundreds, must bring none.
         assert!(seen < 10, "{seen} events for {reads} reads and one save");
         watch.stop();
+    }
+
+    /// The root deleted and made again is watched again, in both modes; once its parent is
+    /// gone too, nothing is left to watch and the stream of changes ends.
+    #[test]
+    fn a_root_made_again_is_watched_again_and_one_gone_for_good_ends_the_watch() {
+        for mode in [WatchMode::Recursive, sys::WATCH_MODE] {
+            let dir = tempfile::tempdir().unwrap();
+            let parent = dir.path().canonicalize().unwrap().join("parent");
+            let root = parent.join("R");
+            std::fs::create_dir_all(&root).unwrap();
+            let (watch, rx) =
+                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None).unwrap();
+            assert_eq!(changes_until(&rx, &root, "s1.py"), Vec::<PathBuf>::new(), "{mode:?}");
+            std::fs::remove_dir_all(&root).unwrap();
+            std::fs::create_dir(&root).unwrap();
+            let new = write(&root, "sub/x.py");
+            let mut got = changes_until(&rx, &root, "s2.py");
+            got.retain(|p| p.exists());
+            assert_eq!(got, vec![new], "{mode:?}");
+
+            std::fs::remove_dir_all(&parent).unwrap();
+            loop {
+                match rx.recv_timeout(DEADLINE) {
+                    Ok(_) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                    Err(RecvTimeoutError::Timeout) => panic!("{mode:?}: the watch goes on"),
+                }
+            }
+            watch.stop();
+        }
     }
 }
