@@ -81,6 +81,20 @@ struct RawLanguage {
     #[serde(default)]
     multiline_strings: Vec<RawDelimiter>,
     #[serde(default)]
+    raw_strings: Vec<RawDelimiter>,
+    #[serde(default)]
+    string_holes: Vec<[String; 2]>,
+    #[serde(default)]
+    code_escapes: bool,
+    #[serde(default)]
+    variable_sigils: String,
+    #[serde(default)]
+    line_block_comments: Vec<[String; 2]>,
+    #[serde(default)]
+    block_scalar_properties: String,
+    #[serde(default)]
+    jsx_text: bool,
+    #[serde(default)]
     heredocs: Vec<String>,
     #[serde(default)]
     heredoc_space: bool,
@@ -208,6 +222,26 @@ pub struct Language {
     pub strings: Vec<Delimiters>,
     /// Strings that may span lines (`"""`, heredoc-like fixed delimiters).
     pub multiline_strings: Vec<Delimiters>,
+    /// Strings that may span lines and in which a backslash escapes nothing; a doubled closer
+    /// stands for itself (shell `'…'`, C# `@"…""…"`).
+    pub raw_strings: Vec<Delimiters>,
+    /// Inside a multi-line string, these open code that runs to the matching closer, where
+    /// strings (templates too) open again: JS `${…}`, shell `$(…)`.
+    pub string_holes: Vec<Delimiters>,
+    /// A backslash in code quotes the next byte (shells: `don\'t` opens no string).
+    pub code_escapes: bool,
+    /// Sigils that, followed by punctuation, make a variable (Perl `$"`, `$'`, `$#`, `@"`):
+    /// the punctuation opens nothing.
+    pub variable_sigils: String,
+    /// Block comments that open at the start of a line with this token and a letter (Perl POD's
+    /// `=head1`, `=for`, any `=identifier`) and end after the line that starts with the closer.
+    pub line_block_comments: Vec<Delimiters>,
+    /// Characters that start a node property (YAML's `!tag`, `&anchor`) that may stand between
+    /// a `key:` and its block scalar indicator (`data: !!binary |`).
+    pub block_scalar_properties: String,
+    /// Text between JSX tags is text: a `//` there opens no comment, whatever a broken parse or
+    /// the tokens say.
+    pub jsx_text: bool,
     /// Heredoc openers (`<<`, `<<~`, `<<<`, `q:to/`): the word after one (bare, `'EOT'`,
     /// `"EOT"` or `\EOT`) names the line that ends the body.
     pub heredocs: Vec<String>,
@@ -423,6 +457,16 @@ fn delimiters(raw: Vec<RawDelimiter>) -> Vec<Delimiters> {
         .collect()
 }
 
+/// The opening bracket of a one-byte closer (`}` → `{`), or the closer itself.
+fn closing_to_opening(close: &str) -> &str {
+    match close {
+        "}" => "{",
+        ")" => "(",
+        "]" => "[",
+        other => other,
+    }
+}
+
 /// Whether a table's node kinds are looked up in their grammars.
 #[derive(Clone, Copy, PartialEq)]
 enum NodeKinds {
@@ -477,8 +521,39 @@ fn check_row(row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError>
     }
     let strings = delimiters(row.strings);
     let multiline_strings = delimiters(row.multiline_strings);
-    if strings.iter().chain(&multiline_strings).any(|d| d.open.is_empty() || d.close.is_empty()) {
-        return Err(bad("string delimiters must not be empty"));
+    let raw_strings = delimiters(row.raw_strings);
+    let pairs = |v: Vec<[String; 2]>| -> Vec<Delimiters> {
+        v.into_iter().map(|[open, close]| Delimiters { open, close }).collect()
+    };
+    let string_holes = pairs(row.string_holes);
+    let line_block_comments = pairs(row.line_block_comments);
+    let all_strings = || strings.iter().chain(&multiline_strings).chain(&raw_strings);
+    if all_strings()
+        .chain(&string_holes)
+        .chain(&line_block_comments)
+        .any(|d| d.open.is_empty() || d.close.is_empty())
+    {
+        return Err(bad("string, hole and line-block-comment delimiters must not be empty"));
+    }
+    if !string_holes.is_empty() && multiline_strings.is_empty() {
+        return Err(bad("string-holes need multiline-strings to open in"));
+    }
+    // A hole ends at its closer's byte, counting nested openers of the same bracket.
+    if string_holes
+        .iter()
+        .any(|h| h.close.len() != 1 || !h.open.ends_with(closing_to_opening(&h.close)))
+    {
+        return Err(bad(
+            "a string hole closes with one bracket that its opener ends with (`${` … `}`)",
+        ));
+    }
+    if row.variable_sigils.bytes().any(|b| !b.is_ascii_punctuation())
+        || row.block_scalar_properties.bytes().any(|b| !b.is_ascii_punctuation())
+    {
+        return Err(bad("variable-sigils and block-scalar-properties are punctuation characters"));
+    }
+    if !row.block_scalar_properties.is_empty() && row.block_scalars.is_empty() {
+        return Err(bad("block-scalar-properties need block-scalars"));
     }
     if row.heredocs.iter().any(String::is_empty) || (row.heredoc_space && row.heredocs.is_empty()) {
         return Err(bad("heredoc openers must not be empty; heredoc-space needs heredocs"));
@@ -529,6 +604,13 @@ fn check_row(row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError>
         doc_markers: row.doc_markers.unwrap_or_else(|| "/!*".to_string()),
         strings,
         multiline_strings,
+        raw_strings,
+        string_holes,
+        code_escapes: row.code_escapes,
+        variable_sigils: row.variable_sigils,
+        line_block_comments,
+        block_scalar_properties: row.block_scalar_properties,
+        jsx_text: row.jsx_text,
         heredocs: row.heredocs,
         heredoc_space: row.heredoc_space,
         quote_operators: row.quote_operators,

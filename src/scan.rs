@@ -442,6 +442,10 @@ impl<'t> Scanner<'t> {
         if at.row.comments_start_line && !starts_its_line(src, range.start) {
             return None;
         }
+        // Between JSX tags a `//` is text, however the broken parse or the tokens read it.
+        if at.row.jsx_text && recover::in_jsx_text(src, at.root.start_byte(), range.start) {
+            return None;
+        }
         let mut comment_below = |pos: usize, style: usize| {
             let below = recovery.comment_at(src, pos + style)?;
             (below.range.start == pos).then(|| recover::trimmed(src, below.range))
@@ -1183,6 +1187,13 @@ mod tests {
                 open: "\"\"\"".into(),
                 close: "\"\"\"".into(),
             }],
+            raw_strings: vec![],
+            string_holes: vec![],
+            code_escapes: false,
+            variable_sigils: String::new(),
+            line_block_comments: vec![],
+            block_scalar_properties: String::new(),
+            jsx_text: false,
             heredocs: vec![],
             heredoc_space: false,
             quote_operators: vec![],

@@ -15,8 +15,10 @@ pub(super) enum LexState {
     CodeThenHeredoc(Body),
     /// Inside a block comment; the index is into `FallbackLexer::tokens`.
     Block(usize),
-    /// Inside a string; `true` if it may span lines.
-    String(usize, bool),
+    /// Inside a string (the index is into `FallbackLexer::tokens`), and the heredoc whose
+    /// opener came before it on its line, if any (`cat <<EOF > "$f"`): its body starts on the
+    /// line after the string closes.
+    String(usize, Option<Body>),
     /// Inside a heredoc or block scalar body, at the start of a line.
     Heredoc(Body),
 }
@@ -36,6 +38,8 @@ enum TokenKind {
     Block,
     String,
     MultilineString,
+    /// Multi-line, no backslash escapes, a doubled closer stands for itself.
+    RawString,
 }
 
 /// One step of the reader.
@@ -75,6 +79,14 @@ pub(super) struct FallbackLexer<'l> {
     block_scalars: &'l [u8],
     /// Lines after which the rest of the file is data (`__END__`).
     data_section: &'l [String],
+    /// Holes in multi-line strings (`${` … `}`): the opener, and the closing bracket.
+    holes: Vec<(&'l str, u8)>,
+    code_escapes: bool,
+    sigils: &'l [u8],
+    /// Block comments that start a line (POD): opener and closer.
+    line_blocks: Vec<(&'l str, &'l str)>,
+    /// Node properties allowed before a block scalar indicator (`!!binary |`).
+    properties: &'l [u8],
     /// Bytes that may start a token or a heredoc opener: everything else is plain code.
     starts: [bool; 256],
 }
@@ -95,6 +107,11 @@ impl<'l> FallbackLexer<'l> {
             lang.multiline_strings
                 .iter()
                 .map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::MultilineString)),
+        );
+        tokens.extend(
+            lang.raw_strings
+                .iter()
+                .map(|d| (d.open.as_str(), d.close.as_str(), TokenKind::RawString)),
         );
         // Stable sort: at equal length, comments win over strings.
         tokens.sort_by_key(|(open, _, _)| std::cmp::Reverse(open.len()));
@@ -124,6 +141,20 @@ impl<'l> FallbackLexer<'l> {
         for line in &lang.data_section {
             starts[usize::from(line.as_bytes()[0])] = true;
         }
+        let line_blocks: Vec<(&str, &str)> =
+            lang.line_block_comments.iter().map(|d| (d.open.as_str(), d.close.as_str())).collect();
+        for (open, _) in &line_blocks {
+            starts[usize::from(open.as_bytes()[0])] = true;
+        }
+        let sigils = lang.variable_sigils.as_bytes();
+        for &b in sigils {
+            starts[usize::from(b)] = true;
+        }
+        if lang.code_escapes {
+            starts[usize::from(b'\\')] = true;
+        }
+        let holes =
+            lang.string_holes.iter().map(|h| (h.open.as_str(), h.close.as_bytes()[0])).collect();
         FallbackLexer {
             tokens,
             heredocs,
@@ -133,6 +164,11 @@ impl<'l> FallbackLexer<'l> {
             slash_regex: lang.slash_regex,
             block_scalars,
             data_section: &lang.data_section,
+            holes,
+            code_escapes: lang.code_escapes,
+            sigils,
+            line_blocks,
+            properties: lang.block_scalar_properties.as_bytes(),
             starts,
         }
     }
@@ -153,6 +189,17 @@ impl<'l> FallbackLexer<'l> {
             || self.block_scalar_at(src, i).is_some()
             || self.quote_at(src, i).is_some()
             || self.regex_at(src, i).is_some()
+    }
+
+    /// True if a heredoc opener lies in `range`: a node of the tree that holds one does not end
+    /// in code, whatever the tree says (its body starts on the next line).
+    pub(super) fn holds_heredoc(&self, src: &[u8], range: Range<usize>) -> bool {
+        let Some(first) = self.heredocs.first().map(|o| o.as_bytes()[0]) else { return false };
+        if self.heredocs.iter().any(|o| o.as_bytes()[0] != first) {
+            return (range.start..range.end).any(|i| self.heredoc_at(src, i).is_some());
+        }
+        memchr::memchr_iter(first, &src[range.clone()])
+            .any(|k| self.heredoc_at(src, range.start + k).is_some())
     }
 
     /// True if the line at `i` ends the code (`__END__`): the rest of the file is data.
@@ -269,7 +316,15 @@ impl<'l> FallbackLexer<'l> {
             return None;
         }
         let line_start = super::line_start(src, i);
-        let before = super::trim_end(&src[line_start..i]);
+        let mut before = super::trim_end(&src[line_start..i]);
+        // Node properties between the key and the indicator: `data: !!binary |`, `- &a >-`.
+        while let Some(word) = before.iter().rposition(|&b| b == b' ' || b == b'\t').map(|k| k + 1)
+        {
+            if !self.properties.contains(&before[word]) {
+                break;
+            }
+            before = super::trim_end(&before[..word]);
+        }
         if !matches!(before.last(), Some(b':' | b'-' | b'?')) {
             return None;
         }
@@ -309,68 +364,7 @@ impl<'l> FallbackLexer<'l> {
     /// token that starts before it may run past it).
     pub(super) fn step(&self, src: &[u8], i: usize, until: usize, state: LexState) -> Step {
         match state {
-            LexState::Code | LexState::CodeThenHeredoc(_) => {
-                if !self.starts[usize::from(src[i])] {
-                    let end = until.clamp(i + 1, src.len());
-                    let next = src[i..end].iter().position(|&b| self.starts[usize::from(b)]);
-                    return Step::Next(next.map_or(end, |j| i + j), state);
-                }
-                if src[i] == b'\n' {
-                    let next = match state {
-                        LexState::CodeThenHeredoc(word) => LexState::Heredoc(word),
-                        other => other,
-                    };
-                    return Step::Next(i + 1, next);
-                }
-                if self.data_starts_at(src, i) {
-                    return Step::Next(src.len(), state); // the rest is data
-                }
-                if let Some(prefix) = self.verbatim {
-                    if (i == 0 || src[i - 1] == b'\n') && src[i..].starts_with(prefix.as_bytes()) {
-                        let end = memchr::memchr(b'\n', &src[i..]).map_or(src.len(), |j| i + j);
-                        return Step::Next(end, state);
-                    }
-                }
-                if let Some(t) = self.token_at(src, i) {
-                    let (open, close, kind) = self.tokens[t];
-                    return match kind {
-                        TokenKind::Line if glued_hash(src, i, open) => Step::Next(i + 1, state),
-                        TokenKind::Line => {
-                            let end = memchr::memchr2(b'\n', b'\r', &src[i..])
-                                .map_or(src.len(), |j| i + j);
-                            Step::Comment(i..end, state)
-                        }
-                        TokenKind::Block => {
-                            let body = i + open.len();
-                            match memmem::find(&src[body..], close.as_bytes()) {
-                                Some(j) => Step::Comment(i..body + j + close.len(), state),
-                                None => Step::Next(src.len(), LexState::Block(t)),
-                            }
-                        }
-                        TokenKind::String => Step::Next(i + open.len(), LexState::String(t, false)),
-                        TokenKind::MultilineString => {
-                            Step::Next(i + open.len(), LexState::String(t, true))
-                        }
-                    };
-                }
-                if let Some((word, end)) =
-                    self.heredoc_at(src, i).or_else(|| self.block_scalar_at(src, i))
-                {
-                    // The first heredoc of a line wins; its body starts on the next line.
-                    let next = match state {
-                        LexState::Code => LexState::CodeThenHeredoc(word),
-                        other => other,
-                    };
-                    return Step::Next(end, next);
-                }
-                if let Some(end) = self.quote_at(src, i) {
-                    return Step::Next(end, state);
-                }
-                if let Some(end) = self.regex_at(src, i) {
-                    return Step::Next(end, state);
-                }
-                Step::Next(i + 1, state)
-            }
+            LexState::Code | LexState::CodeThenHeredoc(_) => self.step_code(src, i, until, state),
             LexState::Block(t) => {
                 let close = self.tokens[t].1.as_bytes();
                 match memmem::find(&src[i..], close) {
@@ -378,8 +372,23 @@ impl<'l> FallbackLexer<'l> {
                     None => Step::Next(src.len(), state),
                 }
             }
-            LexState::String(t, multiline) => {
-                let close = self.tokens[t].1.as_bytes();
+            LexState::String(t, pending) => {
+                let (_, close, kind) = self.tokens[t];
+                let close = close.as_bytes();
+                let after = match pending {
+                    Some(body) => LexState::CodeThenHeredoc(body),
+                    None => LexState::Code,
+                };
+                if kind == TokenKind::RawString {
+                    // No escapes; a doubled closer (`''`, `""`) is part of the string.
+                    return match memmem::find(&src[i..], close) {
+                        Some(j) if src[i + j + close.len()..].starts_with(close) => {
+                            Step::Next(i + j + 2 * close.len(), state)
+                        }
+                        Some(j) => Step::Next(i + j + close.len(), after),
+                        None => Step::Next(src.len(), state),
+                    };
+                }
                 if !matches!(src[i], b'\\' | b'\n') && src[i] != close[0] {
                     let next = memchr::memchr3(b'\\', b'\n', close[0], &src[i..]);
                     return Step::Next(next.map_or(src.len(), |j| i + j), state);
@@ -387,9 +396,14 @@ impl<'l> FallbackLexer<'l> {
                 if src[i] == b'\\' {
                     Step::Next(i + 2, state)
                 } else if src[i..].starts_with(close) {
-                    Step::Next(i + close.len(), LexState::Code)
-                } else if src[i] == b'\n' && !multiline {
-                    Step::Next(i + 1, LexState::Code) // a one-line string ends with its line
+                    Step::Next(i + close.len(), after)
+                } else if src[i] == b'\n' && kind == TokenKind::String {
+                    // A one-line string ends with its line; a heredoc opened before it starts.
+                    let next = match pending {
+                        Some(body) => LexState::Heredoc(body),
+                        None => LexState::Code,
+                    };
+                    Step::Next(i + 1, next)
                 } else {
                     Step::Next(i + 1, state)
                 }
@@ -399,13 +413,214 @@ impl<'l> FallbackLexer<'l> {
                 match (self.closes_heredoc(src, i..end, body), body) {
                     // The line after a block scalar is code: read it as such.
                     (true, Body::Indented(_)) => Step::Next(i, LexState::Code),
-                    (true, Body::Word { .. }) => {
-                        Step::Next((end + 1).min(src.len()), LexState::Code)
+                    // The next heredoc opened on the same line (`f(<<~A, <<~B)`) starts now.
+                    (true, Body::Word { start, len }) => {
+                        let next = match self.next_heredoc(src, start + len) {
+                            Some(body) => LexState::Heredoc(body),
+                            None => LexState::Code,
+                        };
+                        Step::Next((end + 1).min(src.len()), next)
                     }
                     (false, _) => Step::Next((end + 1).min(src.len()), state),
                 }
             }
         }
+    }
+
+    fn step_code(&self, src: &[u8], i: usize, until: usize, state: LexState) -> Step {
+        if !self.starts[usize::from(src[i])] {
+            let end = until.clamp(i + 1, src.len());
+            let next = src[i..end].iter().position(|&b| self.starts[usize::from(b)]);
+            return Step::Next(next.map_or(end, |j| i + j), state);
+        }
+        if src[i] == b'\n' {
+            let next = match state {
+                LexState::CodeThenHeredoc(word) => LexState::Heredoc(word),
+                other => other,
+            };
+            return Step::Next(i + 1, next);
+        }
+        let line_start = i == 0 || src[i - 1] == b'\n';
+        if line_start && self.data_starts_at(src, i) {
+            return Step::Next(src.len(), state); // the rest is data
+        }
+        if let Some(prefix) = self.verbatim {
+            if line_start && src[i..].starts_with(prefix.as_bytes()) {
+                let end = memchr::memchr(b'\n', &src[i..]).map_or(src.len(), |j| i + j);
+                return Step::Next(end, state);
+            }
+        }
+        if line_start {
+            if let Some(end) = self.line_block_at(src, i) {
+                return Step::Next(end, state);
+            }
+        }
+        if self.code_escapes && src[i] == b'\\' {
+            // `don\'t`, `\"`: the quoted byte opens nothing (a line ending is still one).
+            let skip = if src.get(i + 1) == Some(&b'\n') { 1 } else { 2 };
+            return Step::Next((i + skip).min(src.len()), state);
+        }
+        if self.sigils.contains(&src[i])
+            && src.get(i + 1).is_some_and(|&b| b.is_ascii_punctuation() && b != b'{')
+        {
+            return Step::Next(i + 2, state); // `$"`, `$'`, `$#`, `@"`: a variable
+        }
+        let pending = match state {
+            LexState::CodeThenHeredoc(body) => Some(body),
+            _ => None,
+        };
+        if let Some(t) = self.token_at(src, i) {
+            let (open, close, kind) = self.tokens[t];
+            return match kind {
+                TokenKind::Line if glued_hash(src, i, open) => Step::Next(i + 1, state),
+                TokenKind::Line => {
+                    let end = memchr::memchr2(b'\n', b'\r', &src[i..]).map_or(src.len(), |j| i + j);
+                    Step::Comment(i..end, state)
+                }
+                TokenKind::Block => {
+                    let body = i + open.len();
+                    match memmem::find(&src[body..], close.as_bytes()) {
+                        Some(j) => Step::Comment(i..body + j + close.len(), state),
+                        None => Step::Next(src.len(), LexState::Block(t)),
+                    }
+                }
+                TokenKind::MultilineString if !self.holes.is_empty() => {
+                    // Holes hold code with strings of their own (`${`…`}` inside a template):
+                    // the whole literal is read at once.
+                    match self.string_end(src, i, t, 0) {
+                        Some(end) => Step::Next(end, state),
+                        None => Step::Next(src.len(), LexState::String(t, pending)),
+                    }
+                }
+                _ => Step::Next(i + open.len(), LexState::String(t, pending)),
+            };
+        }
+        if let Some((word, end)) = self.heredoc_at(src, i).or_else(|| self.block_scalar_at(src, i))
+        {
+            // The first heredoc of a line starts on the next; the others after it, in turn.
+            let next = match state {
+                LexState::Code => LexState::CodeThenHeredoc(word),
+                other => other,
+            };
+            return Step::Next(end, next);
+        }
+        if let Some(end) = self.quote_at(src, i) {
+            return Step::Next(end, state);
+        }
+        if let Some(end) = self.regex_at(src, i) {
+            return Step::Next(end, state);
+        }
+        Step::Next(i + 1, state)
+    }
+
+    /// The end of the line-start block comment (POD: `=head3` … `=cut`) that opens at `i`: after
+    /// the line that starts with its closer, or the end of the file.
+    fn line_block_at(&self, src: &[u8], i: usize) -> Option<usize> {
+        let &(_, close) = self.line_blocks.iter().find(|(open, _)| {
+            src[i..].starts_with(open.as_bytes())
+                && src.get(i + open.len()).is_some_and(u8::is_ascii_alphabetic)
+        })?;
+        let mut line = i;
+        loop {
+            let Some(nl) = memchr::memchr(b'\n', &src[line..]) else { return Some(src.len()) };
+            line += nl + 1;
+            if src[line..].starts_with(close.as_bytes()) {
+                let end = memchr::memchr(b'\n', &src[line..]).map_or(src.len(), |j| line + j);
+                return Some(end);
+            }
+        }
+    }
+
+    /// The end of the multi-line string `t` that opens at `i`, its holes (`${…}`) read as code
+    /// in which strings open again; `None` if it does not close. Nesting deeper than a few
+    /// levels is not code anyone writes: it counts as unclosed.
+    fn string_end(&self, src: &[u8], i: usize, t: usize, depth: usize) -> Option<usize> {
+        let (open, close, kind) = self.tokens[t];
+        let close = close.as_bytes();
+        let mut j = i + open.len();
+        while j < src.len() {
+            let b = src[j];
+            if b == b'\\' && kind != TokenKind::RawString {
+                j += 2;
+            } else if src[j..].starts_with(close) {
+                return Some(j + close.len());
+            } else if b == b'\n' && kind == TokenKind::String {
+                return Some(j); // a one-line string ends with its line
+            } else if let Some(&(hole, closer)) = (kind == TokenKind::MultilineString)
+                .then(|| self.holes.iter().find(|(h, _)| src[j..].starts_with(h.as_bytes())))
+                .flatten()
+            {
+                j = self.hole_end(src, j + hole.len(), closer, depth + 1)?;
+            } else {
+                j += 1;
+            }
+        }
+        None
+    }
+
+    /// The end of a string hole whose code starts at `j`: after its closing bracket (brackets
+    /// of its kind nest), strings and comments in it read as such.
+    fn hole_end(&self, src: &[u8], mut j: usize, closer: u8, depth: usize) -> Option<usize> {
+        if depth > 8 {
+            return None;
+        }
+        let opener = match closer {
+            b'}' => b'{',
+            b')' => b'(',
+            b']' => b'[',
+            other => other,
+        };
+        let mut nest = 0usize;
+        while j < src.len() {
+            let b = src[j];
+            if b == closer {
+                if nest == 0 {
+                    return Some(j + 1);
+                }
+                nest -= 1;
+                j += 1;
+                continue;
+            }
+            if b == opener {
+                nest += 1;
+                j += 1;
+                continue;
+            }
+            let Some(t) = self.token_at(src, j) else {
+                j += 1;
+                continue;
+            };
+            let (open, close, kind) = self.tokens[t];
+            j = match kind {
+                TokenKind::Line => memchr::memchr(b'\n', &src[j..]).map_or(src.len(), |k| j + k),
+                TokenKind::Block => {
+                    let body = j + open.len();
+                    body + memmem::find(&src[body..], close.as_bytes())? + close.len()
+                }
+                _ => self.string_end(src, j, t, depth)?,
+            };
+        }
+        None
+    }
+
+    /// The heredoc opened on the line of `from` after it, if any: `<<~B` in `f(<<~A, <<~B)`
+    /// once `A`'s body has closed.
+    fn next_heredoc(&self, src: &[u8], from: usize) -> Option<Body> {
+        // Past the word and its closing quote (`<<'A'`).
+        let from = from + usize::from(matches!(src.get(from), Some(b'\'' | b'"' | b'`')));
+        let end = memchr::memchr(b'\n', &src[from..]).map_or(src.len(), |j| from + j);
+        let (mut i, mut state) = (from, LexState::Code);
+        while i < end {
+            match self.step(src, i, end, state) {
+                Step::Next(
+                    _,
+                    LexState::CodeThenHeredoc(body) | LexState::String(_, Some(body)),
+                ) => return Some(body),
+                Step::Next(j, s) => (i, state) = (j, s),
+                Step::Comment(..) => return None,
+            }
+        }
+        None
     }
 
     /// Describes the comment `range` that the reader met in code.

@@ -131,6 +131,12 @@ impl Reader<'_, '_, '_> {
             || self.at.lexer.splits_token(self.src, end);
         let orphan = in_error && orphan_string_part(node);
         if fresh && sound && !opens && end <= self.limit && !orphan {
+            // A heredoc opener the tree read as code (`<<` a shift) leaves the body to the
+            // lexer, which must see the opener.
+            if self.at.lexer.holds_heredoc(self.src, start..end) {
+                self.lex(end)?;
+                return ControlFlow::Continue(false);
+            }
             self.at.pos = end; // parsed soundly, before the hit: it ends in code
             return ControlFlow::Continue(false);
         }
@@ -219,4 +225,59 @@ pub(super) fn trimmed(src: &[u8], range: Range<usize>) -> Range<usize> {
         end -= 1;
     }
     range.start..end
+}
+
+/// How far back from a comment [`in_jsx_text`] looks for the tag before it.
+const JSX_LOOKBACK: usize = 4096;
+
+/// True if `at` lies in JSX text (of a tree that starts at `start`): the nearest `<`, `>`, `{` or `}` before it is the `>` that ends
+/// a JSX tag (`<li>`, `</li>`, `<br />`, `<>`), and what lies between is text: not the `)`, `;` or
+/// `,` that follows an element in code (`<Foo />); // …`), no statement's end, no backtick (HTML
+/// in a template string).
+pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
+    let from = at.saturating_sub(JSX_LOOKBACK).max(start);
+    let Some(gt) = src[from..at].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k) else {
+        return false;
+    };
+    if src[gt] != b'>' {
+        return false;
+    }
+    let between = &src[gt + 1..at];
+    let ends_statement = memchr::memmem::find(between, b";\n").is_some();
+    if super::trim_start(between).first().is_some_and(|b| b")];,".contains(b))
+        || between.contains(&b'`')
+        || ends_statement
+    {
+        return false; // code after an element, or a template string's HTML
+    }
+    ends_jsx_tag(src, gt, from)
+}
+
+/// True if the `>` at `gt` ends a JSX tag that starts after `from`.
+fn ends_jsx_tag(src: &[u8], gt: usize, from: usize) -> bool {
+    if gt > 0 && matches!(src[gt - 1], b'=' | b'-') {
+        return false; // `=>`, `->`
+    }
+    // The tag's `<`: the nearest one before, with no `;` or `<` between (attribute values in
+    // braces may hold `>`: `<a b={x > 1}>` is found from its own `<`).
+    let Some(lt) = src[from..gt].iter().rposition(|&b| b == b'<').map(|k| from + k) else {
+        return false;
+    };
+    let inner = &src[lt + 1..gt];
+    if inner.contains(&b';') {
+        return false;
+    }
+    let name = inner.strip_prefix(b"/").unwrap_or(inner);
+    let fragment = name.iter().all(u8::is_ascii_whitespace);
+    let named = name.first().is_some_and(|b| b.is_ascii_alphabetic())
+        && name
+            .iter()
+            .take_while(|b| !b.is_ascii_whitespace() && **b != b'/')
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b':' | b'-' | b'_'));
+    if !fragment && !named {
+        return false;
+    }
+    // A generic (`Array<string>`, `f<T>(x)`) follows a name; a tag follows anything else.
+    let before = src[..lt].iter().rposition(|b| !b.is_ascii_whitespace()).map(|k| src[k]);
+    !before.is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$'))
 }
