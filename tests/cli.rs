@@ -426,3 +426,246 @@ fn terminal_output_cannot_be_forged() {
     assert_eq!(lines[0]["file"], "./evil\nname.py");
     assert_eq!(lines[0]["text"], "@claude hi \u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\u{7f}");
 }
+
+// ---- issue 24: a CLI that says what it did ---------------------------------------------------
+
+/// A running `filewatch-mcp watch` in text mode, with its stdout and stderr lines on channels.
+struct TextWatch {
+    child: std::process::Child,
+    out: std::sync::mpsc::Receiver<String>,
+    err: std::sync::mpsc::Receiver<String>,
+    _state: tempfile::TempDir,
+}
+
+/// How long a test waits for the watcher to say something (the machine may be loaded).
+const WATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl TextWatch {
+    fn start(root: &Path, args: &[&str]) -> TextWatch {
+        use std::io::BufRead;
+        let state = tempfile::tempdir().unwrap();
+        let mut child = bin()
+            .arg("watch")
+            .args(args)
+            .arg(root)
+            .env("FILEWATCH_STATE_DIR", state.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start filewatch-mcp watch");
+        let lines = |pipe: Box<dyn std::io::Read + Send>| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+            rx
+        };
+        let out = lines(Box::new(child.stdout.take().unwrap()));
+        let err = lines(Box::new(child.stderr.take().unwrap()));
+        TextWatch { child, out, err, _state: state }
+    }
+
+    /// The stderr lines up to the first that contains `pattern`.
+    fn err_until(&self, pattern: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let line = self
+                .err
+                .recv_timeout(WATCH_DEADLINE)
+                .unwrap_or_else(|e| panic!("watch never said {pattern:?} ({e}); it said {seen:?}"));
+            let done = line.contains(pattern);
+            seen.push(line);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+impl Drop for TextWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue 24 (1): a file named on the command line that is not read says why, on stderr, for
+/// `scan` and `stamp`; it is not changed, and the walk of a tree holding the same files stays
+/// quiet about them (skips are expected there).
+#[cfg(unix)]
+#[test]
+fn named_files_that_are_skipped_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut big = b"# @claude too big\n".to_vec();
+    big.resize(2 * 1024 * 1024, b'#');
+    write(root, "big.py", &big);
+    write(root, "binary.py", b"# @claude nope\0\x01\x02");
+    write(root, "target.py", "# @claude through a link\n");
+    std::os::unix::fs::symlink(root.join("target.py"), root.join("link.py")).unwrap();
+    assert!(Command::new("mkfifo").arg(root.join("pipe.py")).status().unwrap().success());
+    let cases: &[(&str, &str)] = &[
+        ("big.py", "big.py: 2097152 bytes is over the 1048576-byte limit"),
+        ("binary.py", "binary.py: binary file"),
+        ("link.py", "link.py: not a regular file (symlink)"),
+        ("pipe.py", "pipe.py: not a regular file (fifo)"),
+        ("/dev/null", "/dev/null: not a regular file (device)"),
+    ];
+    for command in ["scan", "stamp"] {
+        for (path, why) in cases {
+            let out = run(&[command, path], root);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(0), "{command} {path}: {err}");
+            assert!(
+                out.stdout.is_empty(),
+                "{command} {path}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            assert!(
+                err.starts_with("filewatch-mcp: ") && err.contains(why) && err.contains("skipped"),
+                "{command} {path}: stderr should say {why:?}; it says {err:?}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read(root.join("big.py")).unwrap(), big);
+    assert_eq!(std::fs::read(root.join("binary.py")).unwrap(), b"# @claude nope\0\x01\x02");
+    // Walked, the same files are skipped without a word; the linked file is found by itself.
+    let out = run(&["scan", "."], root);
+    assert_eq!(stdout(&out), "./target.py:1: @claude through a link\n");
+    assert_eq!(stderr(&out), "");
+}
+
+/// Issue 24 (2): `stamp` without a path stamps the current directory, like `scan`.
+#[test]
+fn stamp_defaults_to_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/a.py", "x = 1  # @claude why one?\n");
+    let out = run(&["stamp"], dir.path());
+    let text = stdout(&out);
+    assert!(text.starts_with("./src/a.py:1: @claude why one?  [fw-"), "{text}");
+    let stamped = std::fs::read_to_string(dir.path().join("src/a.py")).unwrap();
+    assert!(stamped.starts_with("x = 1  # @claude[fw-"), "{stamped}");
+}
+
+/// Issue 24 (3): `stamp --dry-run` shows no id: the real stamp draws its own, so any id shown
+/// here would be one no file ever gets.
+#[test]
+fn dry_run_shows_no_invented_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = "def f():  # @claude explain\n    return 1\n";
+    write(dir.path(), "a.py", original);
+    let text = stdout(&run(&["stamp", "--dry-run", "a.py"], dir.path()));
+    assert_eq!(text, "a.py:1: @claude explain  [would stamp]\n");
+    let json = json_lines(&run(&["stamp", "--dry-run", "--json", "a.py"], dir.path()));
+    assert_eq!(json.len(), 1);
+    assert_eq!((&json[0]["id"], &json[0]["tagged"]), (&Value::Null, &Value::Bool(false)));
+    assert_eq!(std::fs::read_to_string(dir.path().join("a.py")).unwrap(), original);
+}
+
+/// Issue 24 (4): a multi-line ask is one line of grep-able output (its line breaks shown as
+/// ` ⏎ `) in `scan`, `stamp` and `watch`; `--json` keeps the exact text.
+#[test]
+fn multi_line_asks_print_one_line_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = "# @claude multi line\n# second line\nx = 1\n# @claude another\n";
+    write(dir.path(), "a.py", file);
+    let scan = stdout(&run(&["scan", "."], dir.path()));
+    assert_eq!(scan, "./a.py:1-2: @claude multi line ⏎ second line\n./a.py:4: @claude another\n");
+    let json = json_lines(&run(&["scan", "--json", "."], dir.path()));
+    assert_eq!(json[0]["text"], "@claude multi line\nsecond line");
+    let dry = stdout(&run(&["stamp", "--dry-run", "."], dir.path()));
+    assert_eq!(dry.lines().count(), 2, "{dry}");
+    assert!(
+        dry.starts_with("./a.py:1-2: @claude multi line ⏎ second line  [would stamp]\n"),
+        "{dry}"
+    );
+    let stamp = stdout(&run(&["stamp", "."], dir.path()));
+    assert_eq!(stamp.lines().count(), 2, "{stamp}");
+    assert!(stamp.starts_with("./a.py:1-2: @claude multi line ⏎ second line  [fw-"), "{stamp}");
+
+    let tree = tempfile::tempdir().unwrap();
+    let watch = TextWatch::start(tree.path(), &["--debounce", "50ms"]);
+    watch.err_until("filewatch-mcp: watching");
+    write(tree.path(), "b.py", file);
+    let first = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints the first ask");
+    let second = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints the second ask");
+    assert!(first.starts_with("b.py:1-2  @claude multi line ⏎ second line  [fw-"), "{first}");
+    assert!(second.starts_with("b.py:4  @claude another  [fw-"), "{second}");
+}
+
+/// Issue 24 (6): a walk that meets an unreadable directory says so as the CLI does —
+/// `filewatch-mcp: …` — not as a log line with a time and a level.
+#[test]
+fn walk_warnings_speak_as_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "tree/a.py", "# @claude hello\n");
+    if as_unprivileged(dir.path()).is_none() {
+        eprintln!("skipped: cannot drop privileges here");
+        return;
+    }
+    unreadable_dir(dir.path(), "tree/locked");
+    for args in [
+        &["scan", "tree"][..],
+        &["stamp", "--dry-run", "tree"],
+        &["resolve", "fw-00000000", "tree"],
+    ] {
+        let out = as_unprivileged(dir.path())
+            .unwrap()
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        let line = err.lines().find(|l| l.contains("tree/locked")).unwrap_or_else(|| {
+            panic!("{args:?}: stderr does not name the unreadable directory: {err:?}")
+        });
+        assert!(line.starts_with("filewatch-mcp: "), "{args:?}: {line:?}");
+        assert!(!line.contains("WARN"), "{args:?}: {line:?}");
+    }
+}
+
+/// Issue 24 (7): "watching 1 directory", not "1 directories".
+#[test]
+fn watch_counts_directories_in_english() {
+    let one = tempfile::tempdir().unwrap();
+    let watch = TextWatch::start(one.path(), &[]);
+    let said = watch.err_until("filewatch-mcp: watching").pop().unwrap();
+    assert!(said.starts_with("filewatch-mcp: watching 1 directory under "), "{said}");
+    drop(watch);
+    let two = tempfile::tempdir().unwrap();
+    std::fs::create_dir(two.path().join("sub")).unwrap();
+    let watch = TextWatch::start(two.path(), &[]);
+    let said = watch.err_until("filewatch-mcp: watching").pop().unwrap();
+    assert!(said.starts_with("filewatch-mcp: watching 2 directories under "), "{said}");
+}
+
+/// The exit codes are in `--help`, for the server and each subcommand: a line for each code
+/// the command can end with, under "Exit status:".
+#[test]
+fn help_documents_the_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--help"], &["0 ", "2 "]),
+        (&["serve", "--help"], &["0 ", "2 "]),
+        (&["watch", "--help"], &["0 ", "2 "]),
+        (&["scan", "--help"], &["0 ", "1 ", "2 "]),
+        (&["stamp", "--help"], &["0 ", "1 ", "2 "]),
+        (&["resolve", "--help"], &["0 ", "1 ", "2 "]),
+        (&["languages", "--help"], &["0 "]),
+    ];
+    for (args, codes) in cases {
+        let help = stdout(&run(args, dir.path()));
+        let (_, status) = help
+            .split_once("Exit status:")
+            .unwrap_or_else(|| panic!("{args:?}: no \"Exit status:\" in\n{help}"));
+        for code in *codes {
+            assert!(
+                status.lines().any(|l| l.trim_start().starts_with(code)),
+                "{args:?}: no line for exit status {code}in\n{help}"
+            );
+        }
+    }
+}
