@@ -22,12 +22,13 @@ use filewatch_mcp::{
     version,
     about = "Hears `// @claude <ask>` comments in your code",
     long_about = "Hears `// @claude <ask>` comments in your code. Without a subcommand it is the \
-                  MCP server Claude Code spawns (the same as `serve`)."
+                  MCP server Claude Code spawns (the same as `serve`).",
+    after_help = SERVE_EXIT
 )]
 struct Cli {
-    /// Log level for stderr; RUST_LOG overrides it. Default: warn (the server logs nothing in
-    /// normal operation), info for `watch`. `debug` logs each event, scan, stamp and
-    /// announcement.
+    /// Makes stderr a log (a time and a level on each line) from this level up; RUST_LOG
+    /// overrides it. Without it: warnings and errors (and `watch`'s progress), as
+    /// `filewatch-mcp: …` lines. `debug` logs each event, scan, stamp and announcement.
     #[arg(long, global = true, value_enum)]
     log_level: Option<LogLevel>,
     #[command(flatten)]
@@ -65,11 +66,24 @@ struct ServeArgs {
     tag: TagMode,
 }
 
+/// `--help`'s exit status section of the server (with and without `serve`).
+const SERVE_EXIT: &str = "Exit status:
+  0  the session ended: stdin closed, SIGINT or SIGTERM
+  2  it could not start: a bad flag, or a root that is not a readable directory";
+
 #[derive(Subcommand)]
 enum Command {
     /// The MCP stdio server for Claude Code (also what runs without a subcommand).
+    #[command(after_help = SERVE_EXIT)]
     Serve(ServeArgs),
     /// List the markers in files and trees; writes nothing.
+    #[command(after_help = "Exit status:
+  0  every file was read; files skipped on purpose (binary, over 1 MiB, not a regular file)
+     are no failure, and one named on the command line is said on stderr
+  1  some files or directories could not be read (each said on stderr); the rest was
+     scanned and printed
+  2  nothing was scanned: a bad flag or trigger, or a named path that does not exist or
+     cannot be listed")]
     Scan {
         /// One JSON object per marker and line.
         #[arg(long)]
@@ -82,6 +96,10 @@ enum Command {
         paths: Vec<PathBuf>,
     },
     /// Watch a tree: every save is scanned, new asks are stamped and printed, once each.
+    #[command(after_help = "Exit status:
+  0  stopped by Ctrl-C (SIGINT) or SIGTERM, or stdout was closed
+  2  it could not start or go on: a bad flag, a root that is not a readable directory, or
+     stdout could not be written")]
     Watch {
         /// The directory to watch (the same as --root).
         dir: Option<PathBuf>,
@@ -102,8 +120,16 @@ enum Command {
         tag: TagMode,
     },
     /// Tag every untagged marker (`@claude` → `@claude[fw-1a2b3c4d]`) and print the new asks.
+    #[command(after_help = "Exit status:
+  0  every marker found was stamped (with --dry-run: listed); files skipped on purpose are
+     no failure, and one named on the command line is said on stderr
+  1  some files could not be read or stamped (read-only, hard-linked, kept changing, …:
+     each said on stderr); the others were stamped
+  2  nothing was stamped: a bad flag or trigger, or a named path that does not exist or
+     cannot be listed")]
     Stamp {
-        /// Print what would be stamped; write nothing.
+        /// Print what would be stamped (without ids: the real stamp draws its own); write
+        /// nothing.
         #[arg(long)]
         dry_run: bool,
         /// One JSON object per ask and line (the `scan` keys, `id` being the new id).
@@ -112,11 +138,15 @@ enum Command {
         /// The word that starts an ask.
         #[arg(long, default_value = DEFAULT_TRIGGER)]
         trigger: String,
-        /// Files and directories to stamp.
-        #[arg(required = true)]
+        /// Files and directories to stamp (directories honour .gitignore and friends).
+        #[arg(default_value = ".")]
         paths: Vec<PathBuf>,
     },
     /// Remove the marker tagged ID (its whole line if it is alone on it).
+    #[command(after_help = "Exit status:
+  0  the marker was removed
+  1  the marker was found, but its file could not be read or written (said on stderr)
+  2  a bad id or flag, a named path that does not exist, or no marker with that id")]
     Resolve {
         /// The id, `fw-` and 8 hex digits.
         id: String,
@@ -128,6 +158,8 @@ enum Command {
         paths: Vec<PathBuf>,
     },
     /// Print the language table: file types, and grammar or fallback.
+    #[command(after_help = "Exit status:
+  0  always (2 for a bad flag)")]
     Languages {
         /// One JSON object per language and line.
         #[arg(long)]
@@ -142,7 +174,7 @@ fn main() -> ExitCode {
         Command::Watch { .. } => LogLevel::Info,
         _ => LogLevel::Warn,
     };
-    init_logging(cli.log_level.unwrap_or(default_level));
+    init_logging(cli.log_level, default_level);
     let result = match command {
         Command::Serve(args) => serve(args),
         Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
@@ -201,7 +233,14 @@ fn error_chain(e: &anyhow::Error) -> String {
     text
 }
 
-fn init_logging(level: LogLevel) {
+/// Sets up stderr. Asked for — `--log-level` or `RUST_LOG` — it is a log: a time and a level on
+/// each line. By default it is the CLI speaking, in the voice of its other messages
+/// (`filewatch-mcp: …`), and only what a user should read: warnings and errors (and `watch`'s
+/// progress).
+fn init_logging(asked: Option<LogLevel>, default: LogLevel) {
+    let env = tracing_subscriber::EnvFilter::try_from_default_env().ok();
+    let log = asked.is_some() || env.is_some();
+    let level = asked.unwrap_or(default);
     // Up to debug, keep the libraries' chatter (every JSON-RPC message, glob sets, watch
     // removals) to warnings; trace lets it in.
     let ours = match level {
@@ -218,14 +257,33 @@ fn init_logging(level: LogLevel) {
         _ => "warn",
     };
     let directives = format!("{libraries},filewatch_mcp={ours}");
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
-        .with_target(false)
-        .init();
+    let filter = env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(directives));
+    let stderr = tracing_subscriber::fmt().with_env_filter(filter).with_writer(io::stderr);
+    if log {
+        stderr.with_ansi(io::IsTerminal::is_terminal(&io::stderr())).with_target(false).init();
+    } else {
+        stderr.with_ansi(false).event_format(CliVoice).init();
+    }
+}
+
+/// A log event as the CLI's other messages read: `filewatch-mcp: MESSAGE`.
+struct CliVoice;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for CliVoice
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        write!(writer, "filewatch-mcp: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// `500ms`, `2s` or `1.5s`: a non-negative number and a unit, `ms` or `s`.
@@ -308,8 +366,8 @@ fn watch(
     };
     let stats = live.stats();
     eprintln!(
-        "filewatch-mcp: watching {} directories under {} ({} ms){}; debounce {} ms",
-        stats.dirs_watched,
+        "filewatch-mcp: watching {} under {} ({} ms){}; debounce {} ms",
+        count(stats.dirs_watched, "directory", "directories"),
         live.root().display(),
         stats.took.as_millis(),
         if stats.dirs_unwatched > 0 {
@@ -332,6 +390,11 @@ fn watch(
     }
 }
 
+/// `1 directory`, `2 directories`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// One ask on stdout, as it is found.
 fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
     let mut out = io::stdout().lock();
@@ -346,7 +409,7 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
             "{}:{}  {}  [{id}]",
             terminal_name(&ask.file),
             lines(&ask.marker),
-            indent_lines(&ask.marker.text)
+            one_line(&ask.marker.text)
         )?;
     }
     out.flush()
@@ -397,21 +460,28 @@ fn stamp(dry_run: bool, json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow:
     }
     for path in listing.files {
         match filewatch_mcp::stamp_file(&scanner, &path, dry_run, WRITE_ATTEMPTS) {
-            Ok(asks) => {
+            Ok(mut asks) => {
                 let shown = filewatch_mcp::slash_path(&path); // `/` on every OS
-                for m in &asks {
+                for m in &mut asks {
+                    // A dry run's ids are drawn at random like the real stamp's, and so are not
+                    // the ones a real stamp would write: none is shown.
+                    if dry_run {
+                        m.tag = None;
+                    }
                     if json {
                         let view = filewatch_mcp::MarkerView { tagged: !dry_run, ..m.view(&shown) };
                         writeln!(out, "{}", serde_json::to_string(&view)?)?;
                     } else {
-                        let id = m.tag.map(|id| id.to_string()).unwrap_or_default();
-                        let what = if dry_run { "would stamp" } else { "new" };
-                        let (name, text) = (terminal_name(&shown), terminal_text(&m.text));
-                        writeln!(out, "{name}:{}: {text}  [{id} {what}]", m.line)?;
+                        let what = match m.tag {
+                            Some(id) => format!("{id} new"),
+                            None => "would stamp".to_string(),
+                        };
+                        let (name, text) = (terminal_name(&shown), one_line(&m.text));
+                        writeln!(out, "{name}:{}: {text}  [{what}]", lines(m))?;
                     }
                 }
             }
-            Err(EditError::Read(e)) if e.is_skip() => tracing::debug!("skipped {e}"),
+            Err(EditError::Read(e)) if e.is_skip() => say_skipped(e, paths),
             Err(e) => {
                 failed += 1;
                 eprintln!("filewatch-mcp: {e}");
@@ -426,7 +496,13 @@ fn resolve(id: &str, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCod
     let id: MarkerId = id.parse()?;
     let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
     check_paths(paths)?;
-    let resolved = filewatch_mcp::resolve_in_tree(&scanner, paths, id, threads())?;
+    let resolved = match filewatch_mcp::resolve_in_tree(&scanner, paths, id, threads()) {
+        Ok(resolved) => resolved,
+        Err(e) => {
+            eprintln!("filewatch-mcp: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
     let mut out = io::stdout().lock();
     for path in &resolved {
         // `/` on every OS
@@ -452,7 +528,11 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
         filewatch_mcp::Problem::Walk(err).log();
     }
     for err in std::mem::take(&mut report.errors) {
-        filewatch_mcp::Problem::Read(err).log();
+        if err.is_skip() {
+            say_skipped(err, paths);
+        } else {
+            filewatch_mcp::Problem::Read(err).log();
+        }
     }
     let mut out = BufWriter::new(io::stdout().lock());
     for file in &report.files {
@@ -463,7 +543,7 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
             } else {
                 let tag = m.tag.map(|t| format!("  [{t} tagged]")).unwrap_or_default();
                 let name = terminal_name(&path);
-                writeln!(out, "{name}:{}: {}{tag}", lines(m), indent_lines(&m.text))?;
+                writeln!(out, "{name}:{}: {}{tag}", lines(m), one_line(&m.text))?;
             }
         }
     }
@@ -486,9 +566,26 @@ fn lines(m: &Marker) -> String {
     }
 }
 
-/// A multi-line ask for the terminal: its later lines indented under the first.
-fn indent_lines(text: &str) -> String {
-    terminal_text(text).replace('\n', "\n    ")
+/// A skip (a binary or big file, a FIFO, a symlink) is what a walk expects, and is said only
+/// with `--log-level debug`; a file the user named on the command line was asked for by name,
+/// so why it was not read is said in any case.
+fn say_skipped(skip: filewatch_mcp::ReadError, named: &[PathBuf]) {
+    if named.iter().any(|p| p == skip.path()) {
+        // The message holds the path: shown as a terminal name would be, on one line.
+        let message = terminal_text(&skip.to_string()).replace('\n', "\\n");
+        eprintln!("filewatch-mcp: {message}; skipped");
+    } else {
+        filewatch_mcp::Problem::Read(skip).log();
+    }
+}
+
+/// How a line break inside an ask is shown on a terminal: the grep-able output keeps one line
+/// per ask (`--json` has the exact text).
+const LINE_BREAK: &str = " ⏎ ";
+
+/// An ask's text on one terminal line: control characters escaped, line breaks as ` ⏎ `.
+fn one_line(text: &str) -> String {
+    terminal_text(text).replace('\n', LINE_BREAK)
 }
 
 /// Ask text for a terminal: control characters (ESC and with it CSI/OSC sequences, `\r`,

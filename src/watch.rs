@@ -614,7 +614,7 @@ impl State {
             Ok(()) => {
                 self.watched.insert(dir.to_path_buf());
                 if self.watched.len().is_multiple_of(PROGRESS_EVERY) {
-                    tracing::info!("watching… {} directories so far", self.watched.len());
+                    tracing::info!("{} directories watched so far…", self.watched.len());
                 }
             }
             Err(err) if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) => {
