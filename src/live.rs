@@ -731,6 +731,7 @@ fn run_live(
 mod tests {
     use super::*;
     use crate::scan::DEFAULT_TRIGGER;
+    use crate::test_support::git_in;
 
     fn live(root: &Path) -> LivePipeline<'static> {
         let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
@@ -798,19 +799,6 @@ mod tests {
         assert_eq!(texts, ["@claude two"]);
         let counts = live.trees.counts();
         assert_eq!((counts.full, counts.incremental), (1, 1), "{counts:?}");
-    }
-
-    /// Runs git in `root` as a test user; its output, trimmed.
-    pub(super) fn git_in(root: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "advice.detachedHead=false"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// A repository deleted and cloned again at the same place: its files' markers are the
@@ -959,6 +947,47 @@ mod tests {
             crate::test_support::write(&p, "# @claude add tests\n").unwrap();
             assert_eq!(live.process(&p, None).len(), 1, "{name}");
         }
+    }
+
+    /// An ask is its place and its text: the same words typed above another function, while
+    /// the first is still pending (tagged), are a second ask; saved again, neither fires.
+    #[test]
+    fn the_same_words_in_another_place_are_another_ask() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.root.join("a.py");
+        crate::test_support::write(&p, "# @claude add a docstring\ndef f(): pass\n").unwrap();
+        assert_eq!(live.process(&p, None).len(), 1);
+        let tagged = std::fs::read_to_string(&p).unwrap();
+        assert!(tagged.contains("@claude[fw-"), "{tagged}");
+        let both = format!("{tagged}\n# @claude add a docstring\ndef g(): pass\n");
+        crate::test_support::write(&p, &both).unwrap();
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1, "the ask above g() was taken for the one above f()");
+        assert_eq!(asks[0].marker.line, 4);
+        crate::test_support::write(&p, format!("{}x = 1\n", std::fs::read_to_string(&p).unwrap()))
+            .unwrap();
+        assert!(live.process(&p, None).is_empty());
+    }
+
+    /// `--tag never`: two identical markers saved together are two asks, each with its own id,
+    /// and neither fires again.
+    #[test]
+    fn tag_never_two_identical_markers_are_two_asks() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let asks = Asks::with_ledger_in(state.path(), &root).unwrap();
+        let mut live = LivePipeline::with_asks(root.clone(), scanner(), TagMode::Never, asks);
+        let p = root.join("a.py");
+        let text = "# @claude add a docstring\ndef f(): pass\n\n# @claude add a docstring\ndef g(): pass\n";
+        crate::test_support::write(&p, text).unwrap();
+        let asks = live.process(&p, None);
+        let lines: Vec<usize> = asks.iter().map(|a| a.marker.line).collect();
+        assert_eq!(lines, [1, 4], "two identical markers");
+        assert_ne!(asks[0].id(), asks[1].id());
+        crate::test_support::write(&p, format!("{text}x = 1\n")).unwrap();
+        assert!(live.process(&p, None).is_empty(), "announced again");
     }
 
     /// A marker removed by hand (not through `resolve_ask`) is settled too.
@@ -1259,8 +1288,8 @@ mod tests {
 
 #[cfg(test)]
 mod takeover_tests {
-    use super::tests::git_in as git;
     use super::*;
+    use crate::test_support::git_in as git;
     use std::sync::mpsc;
 
     /// Taking a root over looks at the files modified since the standby began: an untagged

@@ -392,6 +392,58 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), tagged);
     }
 
+    /// An ask written right above a committed licence header, resolved where no record of it
+    /// exists (another session, a restarted server, the CLI): only the ask goes, every line of
+    /// `HEAD` stays.
+    #[test]
+    fn a_resolve_without_a_record_keeps_the_lines_of_head() {
+        use crate::test_support::{git_in, write};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        git_in(&root, &["init", "-q"]);
+        let p = root.join("m.py");
+        let committed = "# Copyright 2024 Alice\n# SPDX-License-Identifier: MIT\nx = 1\n";
+        write(&p, committed).unwrap();
+        git_in(&root, &["add", "."]);
+        git_in(&root, &["commit", "-qm", "licence"]);
+        let scanner = Scanner::new(LanguageTable::builtin(), crate::DEFAULT_TRIGGER).unwrap();
+        write(&p, format!("# @claude explain the licence\n{committed}")).unwrap();
+        let stamped = stamp_file(&scanner, &p, false, WRITE_ATTEMPTS).unwrap();
+        let id = stamped[0].tag.unwrap();
+        let files = resolve_in_tree(&scanner, std::slice::from_ref(&root), id, 1).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), committed, "a committed line went");
+    }
+
+    /// A two-line ask whose second line the user deleted afterwards: resolving by its record
+    /// (two lines) must not take the committed line that moved up in its place.
+    #[test]
+    fn a_resolve_by_record_keeps_the_lines_of_head() {
+        use crate::test_support::{git_in, write};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        git_in(&root, &["init", "-q"]);
+        let p = root.join("m.py");
+        let committed = "# Copyright 2024 Alice\n# SPDX-License-Identifier: MIT\nx = 1\n";
+        write(&p, committed).unwrap();
+        git_in(&root, &["add", "."]);
+        git_in(&root, &["commit", "-qm", "licence"]);
+        let scanner = Scanner::new(LanguageTable::builtin(), crate::DEFAULT_TRIGGER).unwrap();
+        let id: MarkerId = "fw-0000abcd".parse().unwrap();
+        let record = AskRecord {
+            id,
+            file: "m.py".into(),
+            text: "@claude explain\nthe licence".into(),
+            lines: 2,
+            announced: crate::asks::now(),
+            resolved: None,
+        };
+        // The user deleted the ask's second line after it was announced.
+        write(&p, format!("# @claude[fw-0000abcd] explain\n{committed}")).unwrap();
+        assert!(resolve_recorded(&scanner, &root, &record).unwrap());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), committed, "a committed line went");
+    }
+
     /// A tree scanned on several threads, each reusing one buffer: exactly the files with
     /// markers come back, sorted, each with its own markers (a long file read before a short
     /// one leaves nothing behind), and no hard-excluded, binary or language-less file is

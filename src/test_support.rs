@@ -1,4 +1,4 @@
-//! Helpers for the unit tests: a write that is over when it returns.
+//! Helpers for the unit tests: a write that is over when it returns, and git as a test user.
 //!
 //! A descriptor open for writing is copied into every child any thread forks (git, setfattr,
 //! mount in other tests; `git cat-file` in the pipeline) and lives there until the child's
@@ -26,4 +26,17 @@ pub fn wait_closed(path: &Path) {
         "{}: still open for writing after 10 s",
         path.display()
     );
+}
+
+/// Runs git in `root` as a test user; its output, trimmed.
+pub fn git_in(root: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "advice.detachedHead=false"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

@@ -669,3 +669,24 @@ fn help_documents_the_exit_codes() {
         }
     }
 }
+
+/// A file in the tree the user cannot read (someone else's `0600` file) has nothing to do with
+/// the ask being resolved: `resolve` skips it, removes the marker and succeeds.
+#[cfg(unix)]
+#[test]
+fn resolve_skips_files_it_cannot_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut cmd) = as_unprivileged(dir.path()) else {
+        eprintln!("cannot run as another user; skipped");
+        return;
+    };
+    let ask = write(dir.path(), "a.py", "x = 1\n# @claude[fw-0000abcd] explain\n");
+    // The file to resolve is the (unprivileged) user's; the other one is not.
+    std::os::unix::fs::chown(&ask, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    unreadable_file(dir.path(), "secret.py", "# @claude[fw-0000abcd] not yours\n");
+    let out = cmd.args(["resolve", "fw-0000abcd", "."]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&ask).unwrap(), "x = 1\n");
+}
