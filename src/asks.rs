@@ -41,6 +41,15 @@ pub struct AskRecord {
     pub text: String,
     /// How many lines the ask took when it was announced: resolving removes exactly these.
     pub lines: usize,
+    /// Its line when last seen (1-based; 0 if unknown): with the text, what the ask is. The
+    /// same words in another place are another ask.
+    #[serde(default)]
+    pub line: usize,
+    /// What the ask was written at, when last seen (a hash of the code before it on its line
+    /// and of the next line that is not blank): an editor's stale copy of a resolved ask has
+    /// it too, the same words typed at another function do not.
+    #[serde(default)]
+    pub anchor: u64,
     /// When it was announced, in seconds since the Unix epoch.
     pub announced: u64,
     /// When it was resolved (or its marker disappeared), if it was.
@@ -86,10 +95,16 @@ impl Asks {
         Ok(Asks { inner: Arc::new(Mutex::new(Inner { records, ledger: Some(ledger) })) })
     }
 
-    /// The asks for `mode` on `root`.
+    /// The asks for `mode` on `root`: the root's ledger in both modes — what one session
+    /// announced is known to the next owner of the root, and to a standby, even before its
+    /// tag is written — except that with `--tag file` a state directory that cannot be used
+    /// costs only that (the tags in the files remain), with a warning.
     pub fn for_mode(mode: TagMode, root: &Path) -> Result<Asks, StartError> {
         match mode {
-            TagMode::File => Ok(Asks::in_memory()),
+            TagMode::File => Ok(Asks::with_ledger(root).unwrap_or_else(|e| {
+                tracing::warn!("{e}; asks are remembered by this session only");
+                Asks::in_memory()
+            })),
             TagMode::Never => Asks::with_ledger(root),
         }
     }
@@ -265,6 +280,8 @@ mod tests {
             file: file.into(),
             text: text.into(),
             lines: 1,
+            line: 1,
+            anchor: 0,
             announced: now(),
             resolved: None,
         }

@@ -329,6 +329,20 @@ pub fn replace_checked(path: &Path, expected: &[u8], new: &[u8]) -> Result<(), W
     replace_checked_with_hooks(path, expected, new, &mut Hooks::default())
 }
 
+/// Why [`replace_checked`] would refuse the file with metadata `meta` whatever its bytes —
+/// read-only (or not ours to write), or several hard links — or `None`: a look before an ask
+/// is announced, so that one that can never be tagged is announced as such.
+pub fn cannot_replace(path: &Path, meta: &std::fs::Metadata) -> Option<&'static str> {
+    if meta.permissions().readonly() || !sys::writable(path) {
+        return Some("read-only");
+    }
+    match sys::link_count(path, meta) {
+        Ok(1) => None,
+        Ok(_) => Some("several hard links"),
+        Err(_) => None, // the write says what is wrong
+    }
+}
+
 /// Points inside [`replace_checked`] where tests write the file at the worst moment; empty
 /// outside tests.
 #[derive(Default)]

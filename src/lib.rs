@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 mod asks;
+mod autosave;
 mod error;
 mod fsio;
 mod git;
@@ -41,7 +42,7 @@ pub use fsio::{read_source, replace_checked, ReadError, Source, WriteError, MAX_
 pub use git::GitWindow;
 pub use id::{uuid_random, BadId, MarkerId};
 pub use languages::{Language, LanguageTable};
-pub use live::{Ask, Live, LiveOptions, LivePipeline, Sink};
+pub use live::{Ask, Delivery, Live, LiveOptions, LivePipeline, Sink};
 pub use pipeline::{
     candidate_files, relative, resolve_file, resolve_in_tree, resolve_recorded, scan_file,
     scan_paths, stamp_file, EditError, FileMarkers, ScanReport, WRITE_ATTEMPTS,

@@ -1,18 +1,23 @@
 //! The live pipeline behind `watch` and the server: a changed file is read, its fresh markers
 //! are found, those git brought or the user already asked are dropped, a paragraph is cut to
-//! the lines written with it, and the rest are stamped (or, with `--tag never`, only recorded)
-//! and handed on as [`Ask`]s — by one worker, [`Live`], that both front ends run.
+//! the lines written with it, and the rest are recorded and handed on as [`Ask`]s — by one
+//! worker, [`Live`], that both front ends run. An ask is announced first and tagged after:
+//! once it reached the client, and once its file has been quiet for the settle time, so that
+//! no tag lands under an editor's unsaved typing and nothing is tagged that nobody heard. On a
+//! root whose editor saves while its user types (see [`crate::autosave`]) an ask waits until
+//! its text has settled, and its id stays in the record instead of the file.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::asks::{self, AskRecord, Asks, TagMode};
+use crate::autosave::{Draft, Drafts, KeptHabit, LineDiff};
 use crate::error::{Problem, StartError};
 use crate::fsio::{self, Source, WriteError};
 use crate::git::{self, GitLines, GitWindow};
@@ -28,6 +33,19 @@ use crate::watch::{Change, Watch, WatchStats};
 /// a user just wrote from those that were already there.
 const PREVIOUS_BYTES: usize = 32 * 1024 * 1024;
 
+/// An ask announced this long ago or less whose text then changes under the user's hands is
+/// being typed still: its new text is announced under the same id, as a revision.
+const REVISE_WINDOW: Duration = Duration::from_secs(60);
+
+/// A revision this soon after the announcement means the editor saved a fragment on its own:
+/// the root is learned to autosave.
+const LEARN_WINDOW: Duration = Duration::from_secs(10);
+
+/// How many asks of one file are handed on before the next are claimed: a file with thousands
+/// of markers goes out in rounds, in file order, each only once the one before reached the
+/// client.
+pub const ROUND: usize = 64;
+
 /// A new ask: a marker the user just wrote, with its id.
 #[derive(Debug, Clone)]
 pub struct Ask {
@@ -38,8 +56,12 @@ pub struct Ask {
     /// The marker as announced (a paragraph cut to the lines written with it); `tag` holds the
     /// ask's id, unless the file could not be written in `--tag file` mode.
     pub marker: Marker,
-    /// True when the id is written into the file as a tag.
+    /// True when the id is written into the file as a tag (once the ask has reached the client
+    /// and the file is quiet).
     pub stamped: bool,
+    /// True when this is the whole text of an ask announced before under the same id (its
+    /// first words, saved by an editor while the user was still typing): it replaces that one.
+    pub revised: bool,
 }
 
 impl Ask {
@@ -54,9 +76,14 @@ impl Ask {
     }
 }
 
-/// Turns changed paths into asks, exactly once each: a marker is recorded and stamped first and
-/// announced only once its tag is on disk; a stamp that loses a race with the user's write
-/// announces nothing (that write brings its own change); a marker that matches an ask already
+/// Asks that reached the client and wait for their file to be quiet to get their tags.
+struct TagLater {
+    ids: Vec<MarkerId>,
+    due: Instant,
+}
+
+/// Turns changed paths into asks, exactly once each: a marker is recorded before it is
+/// announced and tagged after it reached the client; a marker that matches an ask already
 /// announced (an editor's stale copy) is that ask, and is left alone.
 pub struct LivePipeline<'t> {
     root: PathBuf,
@@ -78,14 +105,27 @@ pub struct LivePipeline<'t> {
     scanned: usize,
     /// The directory of the file at hand, held since it was read.
     here: Option<Here>,
+    /// How long a file must be quiet before a tag is written into it, and the least time an
+    /// ask's text must stay unchanged on a root whose editor autosaves. Zero: tags at once, and
+    /// every save is a deliberate one.
+    settle: Duration,
+    /// What this root's editor does on its own.
+    habit: KeptHabit,
+    /// Asks that may still be being typed (autosaving editors).
+    drafts: Drafts,
+    /// Delivered asks waiting for their tags, by file.
+    tag_later: HashMap<PathBuf, TagLater>,
+    /// Files with more asks ready than one round handed on.
+    backlog: VecDeque<Change>,
     /// Runs between the read and the stamp's write: tests change the file there.
     #[cfg(test)]
     before_stamp: Option<Hook>,
 }
 
 impl<'t> LivePipeline<'t> {
-    /// A pipeline that stamps files and remembers its asks for this run. `root` must be
-    /// canonical (as [`Watch`] reports paths).
+    /// A pipeline that stamps files and remembers its asks for this run, with no settle time
+    /// (tags at once, every save deliberate). `root` must be canonical (as [`Watch`] reports
+    /// paths).
     pub fn new(root: PathBuf, scanner: Scanner<'t>) -> Self {
         LivePipeline::with_asks(root, scanner, TagMode::File, Asks::in_memory())
     }
@@ -104,9 +144,22 @@ impl<'t> LivePipeline<'t> {
             from_git: HashSet::new(),
             scanned: 0,
             here: None,
+            settle: Duration::ZERO,
+            habit: KeptHabit::default(),
+            drafts: Drafts::default(),
+            tag_later: HashMap::new(),
+            backlog: VecDeque::new(),
             #[cfg(test)]
             before_stamp: None,
         }
+    }
+
+    /// Sets the settle time (see [`LiveOptions::settle`]); what is learned of the root's
+    /// editor is kept in `state_dir` (if any), where earlier runs kept it.
+    pub fn settling(mut self, settle: Duration, state_dir: Option<&Path>) -> Self {
+        self.settle = settle;
+        self.habit = KeptHabit::load(state_dir, &self.root);
+        self
     }
 
     /// How many changes were scanned; a change to bytes we left as they are is not.
@@ -114,26 +167,39 @@ impl<'t> LivePipeline<'t> {
         self.scanned
     }
 
-    /// Handles one changed file; returns the asks to announce. `from_git` is set when git held
-    /// its index lock while the file changed (see [`Change`]).
+    /// Handles one changed file as if every ask reached its client at once, and writes every
+    /// tag owed at once (whatever the settle time); returns the asks. For tests and tools.
     pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
         let change = Change { path: path.to_path_buf(), from_git: from_git.cloned(), rescan: None };
-        self.process_change(&change, &mut |_| true)
+        let mut asks = self.process_change(&change, usize::MAX);
+        self.delivered(&asks);
+        let tagged = self.write_all_tags();
+        for ask in &mut asks {
+            ask.stamped = ask.id().is_some_and(|id| tagged.contains(&id));
+        }
+        asks
     }
 
-    /// Handles one change from the watcher, stamping only when `room(n)` says `n` more asks
-    /// can be delivered: a marker whose ask could not go out is left untagged (it is still there
-    /// the next time its file changes), never tagged and dropped. A file listed by a rescan
-    /// after lost events is handled only if it changed during the run (its bytes differ from
-    /// the ones last seen, or, never seen, it was modified after watching began) — a rescan
-    /// never fires markers nobody saved (a vendored file's, a dormant one).
-    pub fn process_change(
-        &mut self,
-        change: &Change,
-        room: &mut dyn FnMut(usize) -> bool,
-    ) -> Vec<Ask> {
+    /// Handles one change from the watcher: returns at most `room` asks ready to be announced
+    /// (recorded, not yet tagged: see [`LivePipeline::delivered`]); more wait in the backlog.
+    /// A file listed by a rescan after lost events is handled only if it changed during the
+    /// run (its bytes differ from the ones last seen, or, never seen, it was modified after
+    /// watching began) — a rescan never fires markers nobody saved (a vendored file's, a
+    /// dormant one).
+    pub fn process_change(&mut self, change: &Change, room: usize) -> Vec<Ask> {
+        self.look(change, room, false)
+    }
+
+    fn look(&mut self, change: &Change, room: usize, all_ready: bool) -> Vec<Ask> {
         let path = change.path.as_path();
-        let Some(source) = self.read(path) else { return Vec::new() };
+        let now = Instant::now();
+        if let Some(later) = self.tag_later.get_mut(path) {
+            later.due = now + self.settle; // not quiet yet
+        }
+        let Some(source) = self.read(path) else {
+            self.drafts.forget(path);
+            return Vec::new();
+        };
         let hash = content_hash(&source.bytes);
         if self.last_seen.get(path) == Some(&hash) {
             tracing::debug!("{}: unchanged since we left it", path.display());
@@ -150,22 +216,44 @@ impl<'t> LivePipeline<'t> {
         let bytes = &source.bytes;
         let Some(lang) = self.scanner.table().detect(path, bytes) else { return Vec::new() };
         let file = relative(&self.root, path);
-        let mut fresh = self.fresh_markers(lang, path, &file, bytes);
+        let diff = self.previous.get(path).map(|old| LineDiff::between(old, bytes));
+        let (markers, mut fresh, revisions) = self.fresh_markers(lang, path, &file, bytes, diff);
         if !fresh.is_empty() {
             let old_lines = self.old_lines(path, change.from_git.as_ref());
             fresh = self.drop_git_lines(path, bytes, fresh, &old_lines.git);
             fresh = cut_to_new_lines(lang, bytes, fresh, &old_lines);
         }
-        if fresh.is_empty() {
-            self.remember(path, bytes);
+        let mut candidates: Vec<Draft> = revisions;
+        candidates.extend(fresh.into_iter().map(|m| Draft::new(m, None, now)));
+        candidates.sort_by_key(|d| d.marker.line);
+        let ready = if all_ready || !self.waits_for_typing(&candidates) {
+            self.drafts.forget(path);
+            candidates
+        } else {
+            self.drafts.update(path, candidates, diff, now, &mut self.habit)
+        };
+        if !ready.is_empty() && !fsio::wait_closed(path, now) {
+            // Still open for writing: what it holds may be half an ask. Its writer's close
+            // brings the next change, which looks again.
+            tracing::debug!(
+                "{}: still open for writing by another program; asked when it is closed",
+                path.display()
+            );
+            self.drafts.forget(path);
             return Vec::new();
         }
-        if !room(fresh.len()) {
-            tracing::debug!("{}: asks not deliverable now; left untagged", path.display());
-            self.last_seen.remove(path); // so that any next event looks again
+        self.remember(path, bytes);
+        if ready.is_empty() {
             return Vec::new();
         }
-        self.announce(lang, path, &file, &source, fresh)
+        self.announce(lang, path, &file, &source, &markers, ready, room, change)
+    }
+
+    /// True if these candidates must wait for their text to settle: on a root whose editor
+    /// autosaves, always; elsewhere, only revisions (their user is typing right now).
+    fn waits_for_typing(&self, candidates: &[Draft]) -> bool {
+        !self.settle.is_zero()
+            && (self.habit.habit.autosave || candidates.iter().any(|c| c.revises.is_some()))
     }
 
     /// The file's bytes, if it is ours to read: inside the root (symlinks are not followed,
@@ -209,37 +297,60 @@ impl<'t> LivePipeline<'t> {
         }
     }
 
-    /// The untagged markers of the file that are neither git's nor an ask already announced;
-    /// and the asks of this file whose marker is gone are settled.
+    /// The untagged markers of the file that are neither git's nor an ask already announced,
+    /// and the revisions: asks announced a moment ago whose text the user is still typing.
+    /// The asks of this file whose marker is gone are settled, and every other one's place is
+    /// brought up to date.
     fn fresh_markers(
         &mut self,
         lang: &Language,
         path: &Path,
         file: &str,
         bytes: &[u8],
-    ) -> Vec<Marker> {
+        diff: Option<LineDiff>,
+    ) -> (Vec<Marker>, Vec<Marker>, Vec<Draft>) {
         self.scanned += 1;
         let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
         tracing::debug!("{}: {} marker(s)", path.display(), markers.len());
         if markers.is_empty() && !self.asks.may_have_pending(file) {
-            return Vec::new(); // nothing to ask, nothing asked here to settle
+            return (markers, Vec::new(), Vec::new()); // nothing to ask, nothing to settle
         }
-        let records = self.asks.update(|records| {
-            settle_gone(lang, bytes, file, &markers, records);
-            records.iter().filter(|r| r.file == file).cloned().collect::<Vec<_>>()
+        let revising = !self.settle.is_zero();
+        let now = Instant::now();
+        let (pairs, revisions) = self.asks.update(|records| {
+            let pairs = pair(lang, bytes, file, &markers, records);
+            let revisions = if revising {
+                find_revisions(lang, bytes, file, &markers, &pairs, records, diff)
+            } else {
+                Vec::new()
+            };
+            settle(bytes, file, &markers, &pairs, &revisions, records);
+            (pairs, revisions)
         });
-        let is_git = |m: &Marker| self.from_git.contains(&(path.to_path_buf(), line_of(bytes, m)));
-        markers
+        for (i, id, _) in &revisions {
+            tracing::debug!(
+                "{}:{}: {id} changed under the user's hands",
+                path.display(),
+                markers[*i].line
+            );
+        }
+        if revisions.iter().any(|(_, _, soon)| *soon) && self.habit.learn_autosave() {
+            self.tag_later.clear(); // nothing is written under an autosaving editor's typing
+        }
+        let revised: HashSet<usize> = revisions.iter().map(|(i, _, _)| *i).collect();
+        let revisions = revisions
             .into_iter()
-            .filter(|m| !m.is_tagged() && !is_git(m))
-            .filter(|m| {
-                let known = known(lang, bytes, file, m, &records);
-                if let Some(r) = known {
-                    tracing::debug!("{}:{}: already asked as {}", path.display(), m.line, r.id);
-                }
-                known.is_none()
-            })
-            .collect()
+            .map(|(i, id, _)| Draft::new(markers[i].clone(), Some(id), now))
+            .collect();
+        let is_git = |m: &Marker| self.from_git.contains(&(path.to_path_buf(), line_of(bytes, m)));
+        let fresh = markers
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| pairs[*i].is_none() && !revised.contains(i) && !m.is_tagged())
+            .map(|(_, m)| m.clone())
+            .filter(|m| !is_git(m))
+            .collect();
+        (markers, fresh, revisions)
     }
 
     /// The lines the file held before: in git (see [`git::lines_git_could_write`]) and in the
@@ -275,41 +386,192 @@ impl<'t> LivePipeline<'t> {
         fresh
     }
 
-    /// Records the fresh markers as asks with new ids (unless another server on the root just
-    /// did), then, with `--tag file`, stamps them. If the user wrote the file meanwhile, nothing
-    /// (their write brings its own change); if the file cannot be written, the asks go out
-    /// untagged — recorded, so once.
+    /// Records the ready markers as asks — new ones with new ids (unless another server on the
+    /// root just did), revisions under the id they had — at most `room` of them, in file order
+    /// (the rest wait in the backlog). Nothing is written yet: the ids go into the file once
+    /// the asks reached the client ([`LivePipeline::delivered`]). A file that cannot be tagged
+    /// (read-only, several hard links, or too large for one more tag) gets untagged asks,
+    /// recorded, so once.
+    #[allow(clippy::too_many_arguments)]
     fn announce(
         &mut self,
         lang: &Language,
         path: &Path,
         file: &str,
         source: &Source,
-        fresh: Vec<Marker>,
+        markers: &[Marker],
+        mut ready: Vec<Draft>,
+        room: usize,
+        change: &Change,
     ) -> Vec<Ask> {
+        if ready.len() > room {
+            ready.truncate(room);
+            self.backlog.push_back(change.clone());
+        }
         let bytes = &source.bytes;
-        let claimed = self.asks.update(|records| claim(lang, bytes, file, fresh, records));
-        let ask = |marker, stamped| Ask {
+        let taggable = self.mode == TagMode::File && self.taggable(path, source, ready.len());
+        let with_id = taggable || self.mode == TagMode::Never;
+        let (fresh, revisions): (Vec<Draft>, Vec<Draft>) =
+            ready.into_iter().partition(|d| d.revises.is_none());
+        let fresh: Vec<Marker> = fresh.into_iter().map(|d| d.marker).collect();
+        let (claimed, revised) = self.asks.update(|records| {
+            let claimed = claim(lang, bytes, file, markers, fresh, records, with_id);
+            let revised = revise(bytes, revisions, records);
+            (claimed, revised)
+        });
+        let stamped = taggable && !self.habit.habit.autosave;
+        let ask = |marker, revised| Ask {
             path: path.to_path_buf(),
             file: file.to_string(),
             marker,
             stamped,
+            revised,
         };
-        if claimed.is_empty() || self.mode == TagMode::Never {
-            self.remember(path, bytes);
-            return claimed.into_iter().map(|m| ask(m, false)).collect();
+        let mut asks: Vec<Ask> = claimed.into_iter().map(|m| ask(m, false)).collect();
+        asks.extend(revised.into_iter().map(|m| ask(m, true)));
+        asks.sort_by_key(|a| a.marker.line);
+        asks
+    }
+
+    /// True if a tag can be written into the file at all: `--tag file`, writable, one name,
+    /// and room under the size limit for `n` more tags. (What only the write itself can tell —
+    /// metadata a new file cannot keep — shows when the tag is written.)
+    fn taggable(&self, path: &Path, source: &Source, n: usize) -> bool {
+        let tags = n as u64 * MarkerId::TAG_LEN as u64;
+        let why = if source.bytes.len() as u64 + tags > fsio::MAX_FILE_SIZE {
+            Some("a tag would pass the size limit")
+        } else {
+            fsio::cannot_replace(path, &source.metadata)
+        };
+        if let Some(why) = why {
+            tracing::debug!("{}: not tagged: {why}", path.display());
         }
-        let stamps: Vec<Stamp> = claimed
+        why.is_none()
+    }
+
+    /// The asks reached the client: those to be tagged get their tags once their file is quiet.
+    pub fn delivered(&mut self, asks: &[Ask]) {
+        let due = Instant::now() + self.settle;
+        for ask in asks.iter().filter(|a| a.stamped) {
+            let Some(id) = ask.id() else { continue };
+            let later =
+                self.tag_later.entry(ask.path.clone()).or_insert(TagLater { ids: Vec::new(), due });
+            later.ids.push(id);
+            later.due = due;
+        }
+    }
+
+    /// The asks never reached the client (it went away): they are forgotten, untagged, so that
+    /// the next look at their file — this session's or the next owner's — finds them again.
+    pub fn undelivered(&mut self, asks: &[Ask]) {
+        if asks.is_empty() {
+            return;
+        }
+        let ids: HashSet<MarkerId> =
+            asks.iter().filter(|a| !a.revised).filter_map(Ask::id).collect();
+        self.asks.update(|records| records.retain(|r| !ids.contains(&r.id)));
+        for ask in asks {
+            self.last_seen.remove(&ask.path);
+        }
+    }
+
+    /// The next round of a file with more asks than one round took, if any.
+    pub fn backlog(&mut self, room: usize) -> Option<Vec<Ask>> {
+        let change = self.backlog.pop_front()?;
+        self.last_seen.remove(&change.path); // look again, although we left it so
+        Some(self.look(&change, room, true))
+    }
+
+    /// When the worker must wake with no event: a draft due, or a tag.
+    pub fn next_due(&self) -> Option<Instant> {
+        let settle = self.habit.habit.ask_settle(self.settle);
+        let tags = self.tag_later.values().map(|t| t.due).min();
+        [self.drafts.next_due(settle), tags].into_iter().flatten().min()
+    }
+
+    /// What falls due at `now`: drafts whose text has settled (returned, to be announced; at
+    /// most `room`), and tags whose file is quiet (written).
+    pub fn run_due(&mut self, now: Instant, room: usize) -> Vec<Ask> {
+        let settle = self.habit.habit.ask_settle(self.settle);
+        let mut asks = Vec::new();
+        for path in self.drafts.due_files(now, settle) {
+            asks.extend(self.ripen(&path, now, settle, room.saturating_sub(asks.len())));
+        }
+        self.write_due_tags(now);
+        asks
+    }
+
+    /// The drafts of `path` that have settled, announced — if the file still holds exactly
+    /// what they were seen in; otherwise the file is looked at anew.
+    fn ripen(&mut self, path: &Path, now: Instant, settle: Duration, room: usize) -> Vec<Ask> {
+        let Some(source) = self.read(path) else {
+            self.drafts.forget(path);
+            return Vec::new();
+        };
+        let change = Change { path: path.to_path_buf(), from_git: None, rescan: None };
+        if self.last_seen.get(path) != Some(&content_hash(&source.bytes)) {
+            return self.look(&change, room, false); // changed: its event is on its way too
+        }
+        let Some(lang) = self.scanner.table().detect(path, &source.bytes) else {
+            self.drafts.forget(path);
+            return Vec::new();
+        };
+        let ready = self.drafts.take_due(path, now, settle);
+        let file = relative(&self.root, path);
+        let markers = self.scanner.scan_incremental(lang, &source.bytes, &mut self.trees, path);
+        self.announce(lang, path, &file, &source, &markers, ready, room, &change)
+    }
+
+    /// Writes the tags whose file has been quiet long enough (all, with no settle time);
+    /// returns the ids written.
+    fn write_due_tags(&mut self, now: Instant) -> HashSet<MarkerId> {
+        let due: Vec<PathBuf> =
+            self.tag_later.iter().filter(|(_, t)| t.due <= now).map(|(p, _)| p.clone()).collect();
+        let mut written = HashSet::new();
+        for path in due {
+            written.extend(self.write_tags(&path));
+        }
+        written
+    }
+
+    /// Writes every tag still owed, whatever the time (the run is ending); returns the ids
+    /// written.
+    pub fn write_all_tags(&mut self) -> HashSet<MarkerId> {
+        let paths: Vec<PathBuf> = self.tag_later.keys().cloned().collect();
+        paths.iter().flat_map(|path| self.write_tags(path)).collect()
+    }
+
+    /// Writes the tags owed to `path`: the untagged markers that are those asks get their ids.
+    /// If the user wrote the file meanwhile, the tags wait for the next quiet moment (the
+    /// user's write wins, and brings its own change); if the file cannot be written, they are
+    /// given up (the asks are recorded: once).
+    fn write_tags(&mut self, path: &Path) -> Vec<MarkerId> {
+        let Some(later) = self.tag_later.remove(path) else { return Vec::new() };
+        tracing::debug!("{}: writing {} tag(s)", path.display(), later.ids.len());
+        let Some(source) = self.read(path) else { return Vec::new() }; // gone: nothing owed
+        let bytes = &source.bytes;
+        let Some(lang) = self.scanner.table().detect(path, bytes) else { return Vec::new() };
+        let file = relative(&self.root, path);
+        let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
+        let records = self.asks.snapshot();
+        let pairs = pair(lang, bytes, &file, &markers, &records);
+        let stamps: Vec<Stamp> = markers
             .iter()
-            .filter_map(|m| Some(Stamp { insert_at: m.insert_at, id: m.tag? }))
+            .zip(&pairs)
+            .filter(|(m, _)| !m.is_tagged())
+            .filter_map(|(m, p)| {
+                let id = records[(*p)?].id;
+                later.ids.contains(&id).then_some(Stamp { insert_at: m.insert_at, id })
+            })
             .collect();
+        if stamps.is_empty() {
+            tracing::debug!("{}: no tag owed any more", path.display());
+            return Vec::new(); // resolved, deleted, or tagged already
+        }
         let stamped = stamp::splice(bytes, &stamps);
         if stamped.len() as u64 > fsio::MAX_FILE_SIZE {
-            // Our tag would take the file past the size every reader accepts: it could no
-            // longer be listed or resolved. Deliver the asks untagged instead (recorded: once).
-            tracing::debug!("{}: a tag would pass the size limit; not stamped", path.display());
-            self.remember(path, bytes);
-            return claimed.into_iter().map(|m| ask(Marker { tag: None, ..m }, false)).collect();
+            tracing::debug!("{}: a tag would pass the size limit; not tagged", path.display());
+            return Vec::new();
         }
         #[cfg(test)]
         if let Some(hook) = self.before_stamp.as_mut() {
@@ -327,26 +589,22 @@ impl<'t> LivePipeline<'t> {
         };
         match written {
             Ok(()) => {
-                tracing::debug!("{}: stamped {} ask(s)", path.display(), stamps.len());
+                tracing::debug!("{}: tagged {} ask(s)", path.display(), stamps.len());
                 self.remember(path, &stamped);
-                claimed.into_iter().map(|m| ask(m, true)).collect()
+                stamps.iter().map(|s| s.id).collect()
             }
             Err(e) if is_conflict(&e) => {
-                tracing::debug!("{e}; its own event follows");
-                let ids: Vec<MarkerId> = stamps.iter().map(|s| s.id).collect();
-                self.asks.update(|records| records.retain(|r| !ids.contains(&r.id)));
-                // Whatever caused it brings the next change, which must look again even if the
-                // bytes are the same: a writer still open (Busy) closes; an open for writing
-                // that wrote nothing (`touch`) broke the lease; a directory was swapped for a
-                // copy. Nor are these bytes "seen": their ask was not announced, so its lines
-                // are not old lines the next time.
+                // Whatever caused it brings the next change, and the tags wait for the quiet
+                // after it. Nor are these bytes "seen" as left: the next change looks again.
+                tracing::debug!("{e}; tagged when it is quiet again");
                 self.last_seen.remove(path);
+                let due = Instant::now() + self.settle.max(Duration::from_millis(50));
+                self.tag_later.insert(path.to_path_buf(), TagLater { due, ..later });
                 Vec::new()
             }
             Err(e) => {
                 Problem::Write(e).log();
-                self.remember(path, bytes);
-                claimed.into_iter().map(|m| ask(Marker { tag: None, ..m }, false)).collect()
+                Vec::new()
             }
         }
     }
@@ -360,7 +618,7 @@ impl<'t> LivePipeline<'t> {
 /// A write that lost to the user: the file changed, is still being written (open for writing
 /// by another program), or is gone from its path (deleted, renamed away with its directory,
 /// replaced by a directory or a symlink). Its new state brings its own event (a writer's close
-/// does); nothing is announced for the old one.
+/// does).
 fn is_conflict(e: &WriteError) -> bool {
     match e {
         WriteError::Conflict { .. } | WriteError::Busy { .. } | WriteError::NotRegular { .. } => {
@@ -403,70 +661,200 @@ impl OldLines {
     }
 }
 
-/// The recorded ask (pending, or resolved within the window) that untagged marker `m` is a
-/// copy of, if any.
-fn known<'r>(
-    lang: &Language,
-    src: &[u8],
-    file: &str,
-    m: &Marker,
-    records: &'r [AskRecord],
-) -> Option<&'r AskRecord> {
-    let now = asks::now();
-    let window = asks::RESOLVED_WINDOW.as_secs();
-    records.iter().find(|r| {
-        r.file == file
-            && r.resolved.is_none_or(|at| now.saturating_sub(at) < window)
-            && is_recorded(lang, src, m, r)
-    })
-}
-
-/// Pending asks of `file` whose marker is gone (resolved by hand, deleted) are resolved now, so
-/// a stale buffer that brings them back within the window does not ask again.
-fn settle_gone(
+/// Which recorded ask each marker of `file` is (an index into `records`), one record per
+/// untagged marker at most: a tagged marker is its tag's ask; an untagged one is the record
+/// whose text it has (an editor's stale copy, or `--tag never`) — a pending one, the nearest
+/// first, or one resolved within the window at the very place it was resolved (a stale buffer
+/// writing it back). So the same words in two places are two asks.
+fn pair(
     lang: &Language,
     src: &[u8],
     file: &str,
     markers: &[Marker],
+    records: &[AskRecord],
+) -> Vec<Option<usize>> {
+    let now = asks::now();
+    let window = asks::RESOLVED_WINDOW.as_secs();
+    let mut pairs: Vec<Option<usize>> = markers
+        .iter()
+        .map(|m| m.tag.and_then(|id| records.iter().position(|r| r.id == id && r.file == file)))
+        .collect();
+    let mut taken: HashSet<usize> = pairs.iter().flatten().copied().collect();
+    // Every (marker, record) that could be a copy, best first: pending before resolved, then
+    // the nearest.
+    let mut candidates = Vec::new();
+    for (mi, m) in markers.iter().enumerate().filter(|(_, m)| !m.is_tagged()) {
+        for (ri, r) in records.iter().enumerate() {
+            if r.file != file || taken.contains(&ri) || !is_recorded(lang, src, m, r) {
+                continue;
+            }
+            let resolved = match r.resolved {
+                None => false,
+                Some(at) if now.saturating_sub(at) < window => true,
+                Some(_) => continue,
+            };
+            if resolved && r.anchor != anchor(src, m) && r.line != m.line {
+                continue; // the same words somewhere else: typed anew
+            }
+            candidates.push(((resolved, m.line.abs_diff(r.line)), mi, ri));
+        }
+    }
+    candidates.sort_unstable();
+    for (_, mi, ri) in candidates {
+        if pairs[mi].is_none() && taken.insert(ri) {
+            pairs[mi] = Some(ri);
+        }
+    }
+    pairs
+}
+
+/// The asks of this save whose text the user is still typing: a pending ask announced within
+/// [`REVISE_WINDOW`] whose own lines now read otherwise — its tagged marker (the editor
+/// reloaded our tag and the user typed on after it), or, with its marker gone, the untagged
+/// one at its place (the editor wrote its buffer back over our tag). Each as (marker index,
+/// id, announced within [`LEARN_WINDOW`]).
+fn find_revisions(
+    lang: &Language,
+    src: &[u8],
+    file: &str,
+    markers: &[Marker],
+    pairs: &[Option<usize>],
+    records: &[AskRecord],
+    diff: Option<LineDiff>,
+) -> Vec<(usize, MarkerId, bool)> {
+    let now = asks::now();
+    let recent = |r: &AskRecord| {
+        r.file == file
+            && r.is_pending()
+            && now.saturating_sub(r.announced) < REVISE_WINDOW.as_secs()
+    };
+    let soon = |r: &AskRecord| now.saturating_sub(r.announced) < LEARN_WINDOW.as_secs();
+    let mut out = Vec::new();
+    for (mi, m) in markers.iter().enumerate() {
+        let Some(r) = pairs[mi].map(|ri| &records[ri]) else { continue };
+        if m.is_tagged() && recent(r) && stamp::first_lines(lang, src, m, r.lines).text != r.text {
+            out.push((mi, r.id, soon(r)));
+        }
+    }
+    let paired: HashSet<usize> = pairs.iter().flatten().copied().collect();
+    for (ri, r) in records.iter().enumerate() {
+        if paired.contains(&ri) || !recent(r) || out.iter().any(|(_, id, _)| *id == r.id) {
+            continue;
+        }
+        let line = diff.map_or(r.line, |d| d.map(r.line));
+        let at_its_place = markers.iter().enumerate().find(|(mi, m)| {
+            !m.is_tagged() && pairs[*mi].is_none() && m.line == line && m.text != r.text
+        });
+        if let Some((mi, _)) = at_its_place {
+            if !out.iter().any(|(i, _, _)| *i == mi) {
+                out.push((mi, r.id, soon(r)));
+            }
+        }
+    }
+    out
+}
+
+/// Settles the asks of `file` after a save: a pending one whose marker is gone (resolved by
+/// hand, deleted) is resolved now, so a stale buffer that brings it back within the window
+/// does not ask again; every one still there has its place brought up to date.
+fn settle(
+    src: &[u8],
+    file: &str,
+    markers: &[Marker],
+    pairs: &[Option<usize>],
+    revisions: &[(usize, MarkerId, bool)],
     records: &mut [AskRecord],
 ) {
-    for r in records.iter_mut().filter(|r| r.file == file && r.is_pending()) {
-        if !markers.iter().any(|m| is_recorded(lang, src, m, r)) {
+    for (mi, m) in markers.iter().enumerate() {
+        let Some(r) = pairs[mi].map(|ri| &mut records[ri]) else { continue };
+        let place = (m.line, anchor(src, m));
+        if r.is_pending() && (r.line, r.anchor) != place {
+            (r.line, r.anchor) = place;
+        }
+    }
+    let paired: HashSet<usize> = pairs.iter().flatten().copied().collect();
+    for (ri, r) in records.iter_mut().enumerate() {
+        let revising = revisions.iter().any(|(_, id, _)| *id == r.id);
+        if r.file == file && r.is_pending() && !paired.contains(&ri) && !revising {
             tracing::debug!("{file}: {} is gone; settled", r.id);
             r.resolved = Some(asks::now());
         }
     }
 }
 
-/// Gives each fresh marker a new id and records it — unless, looked at under the ledger's
-/// lock, another server on the root has just recorded it. Returns the markers claimed, with
-/// their ids as tags.
+/// Gives each fresh marker a new id and records it — unless, looked at under the ledger's lock,
+/// another server on the root has just recorded it (`markers`, all of the file's, are paired
+/// with the records again). Returns the markers claimed, with their ids as tags; without,
+/// when `with_id` is false (a file `--tag file` cannot tag: Claude is told to ask the user to
+/// remove the marker).
 fn claim(
     lang: &Language,
     src: &[u8],
     file: &str,
+    markers: &[Marker],
     fresh: Vec<Marker>,
     records: &mut Vec<AskRecord>,
+    with_id: bool,
 ) -> Vec<Marker> {
+    let pairs = pair(lang, src, file, markers, records);
+    let recorded: HashSet<usize> =
+        markers.iter().zip(&pairs).filter(|(_, p)| p.is_some()).map(|(m, _)| m.insert_at).collect();
     let mut taken: HashSet<MarkerId> = records.iter().map(|r| r.id).collect();
     let mut claimed = Vec::new();
     for m in fresh {
-        if known(lang, src, file, &m, records).is_some() {
-            continue;
+        if recorded.contains(&m.insert_at) {
+            continue; // another server on the root recorded it a moment ago
         }
         let id = MarkerId::fresh(src, &taken, uuid_random);
         taken.insert(id);
-        records.push(AskRecord {
-            id,
-            file: file.to_string(),
-            text: m.text.clone(),
-            lines: m.end_line - m.line + 1,
-            announced: asks::now(),
-            resolved: None,
-        });
-        claimed.push(Marker { tag: Some(id), ..m });
+        records.push(record(src, file, &m, id));
+        claimed.push(Marker { tag: with_id.then_some(id), ..m });
     }
     claimed
+}
+
+/// Gives the revisions their records' new text, lines and place; returns them with their ids.
+fn revise(src: &[u8], revisions: Vec<Draft>, records: &mut [AskRecord]) -> Vec<Marker> {
+    let mut out = Vec::new();
+    for d in revisions {
+        let Some(id) = d.revises else { continue };
+        let Some(r) = records.iter_mut().find(|r| r.id == id && r.is_pending()) else { continue };
+        let m = Marker { tag: Some(id), ..d.marker };
+        *r = AskRecord { announced: r.announced, ..record(src, &r.file.clone(), &m, id) };
+        out.push(m);
+    }
+    out
+}
+
+/// The record of an ask announced now.
+fn record(src: &[u8], file: &str, m: &Marker, id: MarkerId) -> AskRecord {
+    AskRecord {
+        id,
+        file: file.to_string(),
+        text: m.text.clone(),
+        lines: m.end_line - m.line + 1,
+        line: m.line,
+        anchor: anchor(src, m),
+        announced: asks::now(),
+        resolved: None,
+    }
+}
+
+/// What a marker was written at: the code before it on its line and the next line after it
+/// that is not blank, trimmed, hashed.
+fn anchor(src: &[u8], m: &Marker) -> u64 {
+    let start = line_start(src, m.comment.start);
+    let before = src[start..m.comment.start].trim_ascii();
+    let after = src[m.comment.end.min(src.len())..]
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .map(<[u8]>::trim_ascii)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    let mut bytes = before.to_vec();
+    bytes.push(b'\n');
+    bytes.extend_from_slice(after);
+    content_hash(&bytes)
 }
 
 /// A paragraph ask ends before the first of its continuation lines that the file already held
@@ -482,16 +870,10 @@ fn cut_to_new_lines(
     fresh
         .into_iter()
         .map(|m| {
-            if old.is_empty()
-                || !stamp::is_paragraph(lang, src, &m)
-                || old.contains(&git::normalize_line(&line_of(src, &m)))
-            {
+            if old.is_empty() || old.contains(&git::normalize_line(&line_of(src, &m))) {
                 return m;
             }
-            let start = line_start(src, m.comment.start);
-            let lines = src[start..m.comment.end].split(|&b| b == b'\n');
-            let new = lines.skip(1).take_while(|l| !old.contains(&git::normalize_line(l))).count();
-            stamp::first_lines(lang, src, &m, new + 1)
+            stamp::cut_before_old_lines(lang, src, &m, |l| old.contains(&git::normalize_line(l)))
         })
         .collect()
 }
@@ -555,28 +937,40 @@ pub struct LiveOptions {
     pub root: PathBuf,
     /// Quiet time after a file's last event before it is read.
     pub debounce: Duration,
+    /// How long a file must be quiet before a tag is written into it; and, on a root whose
+    /// editor saves while its user types, the least time an ask's text must stay unchanged
+    /// before it is announced. Zero: tags at once, and every save is a deliberate one.
+    pub settle: Duration,
     /// The word that starts an ask.
     pub trigger: String,
     /// Where an ask's id goes: into the file, or only into the ledger.
     pub tag: TagMode,
 }
 
-/// Where the live worker's asks go: the terminal, or the MCP server's announcer.
-pub trait Sink: Send + 'static {
-    /// True if `n` more asks can be delivered now. Markers are stamped only then: a tag on
-    /// disk means its ask was delivered or is queued for delivery.
-    fn has_room(&mut self, _n: usize) -> bool {
-        true
-    }
-
-    /// Hands one ask on, in order; [`ControlFlow::Break`] when nobody listens any more.
-    fn deliver(&mut self, ask: Ask) -> ControlFlow<()>;
+/// What became of an ask handed to a [`Sink`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// It reached the client (written and flushed to it).
+    Delivered,
+    /// It did not, and nothing more will: the client is gone.
+    Closed,
 }
 
-/// A closure is a sink with room for anything (the terminal: a write waits for the reader).
+/// Where the live worker's asks go: the terminal, or the MCP server's announcer.
+pub trait Sink: Send + 'static {
+    /// Hands one ask on, in order, and returns once it reached the client — or could not: an
+    /// ask is tagged only once it was delivered, so a tag on disk is an ask someone heard.
+    fn deliver(&mut self, ask: Ask) -> Delivery;
+}
+
+/// A closure is a sink that has delivered the ask when it returns [`ControlFlow::Continue`]
+/// (the terminal: the write is done).
 impl<F: FnMut(Ask) -> ControlFlow<()> + Send + 'static> Sink for F {
-    fn deliver(&mut self, ask: Ask) -> ControlFlow<()> {
-        self(ask)
+    fn deliver(&mut self, ask: Ask) -> Delivery {
+        match self(ask) {
+            ControlFlow::Continue(()) => Delivery::Delivered,
+            ControlFlow::Break(()) => Delivery::Closed,
+        }
     }
 }
 
@@ -632,7 +1026,8 @@ impl Live {
             Some(asks) => asks,
             None => Asks::for_mode(options.tag, &root)?,
         };
-        let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone());
+        let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone())
+            .settling(options.settle, asks::state_dir().as_deref());
         let stop = Arc::new(AtomicBool::new(false));
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
         let (end, ended) = std::sync::mpsc::channel::<()>();
@@ -672,9 +1067,10 @@ impl Live {
         }
     }
 
-    /// Stops watching, lets the worker finish the file at hand (a stamp is never left
-    /// half-done, so no temp file stays behind) and waits for it — at most [`STOP_GRACE`]: a
-    /// worker blocked on a sink nobody reads (a client that stopped reading) is left behind.
+    /// Stops watching, lets the worker finish the file at hand and write the tags it owes (a
+    /// stamp is never left half-done, so no temp file stays behind) and waits for it — at most
+    /// [`STOP_GRACE`]: a worker blocked on a sink nobody reads (a client that stopped reading)
+    /// is left behind.
     pub fn stop(mut self) {
         self.shutdown();
     }
@@ -703,28 +1099,61 @@ impl Drop for Live {
     }
 }
 
-/// The worker's loop: each change as it comes (no polling), until the changes end, `stop` is
-/// set, or the sink breaks.
+/// The worker's loop: each change as it comes, and what falls due (a draft whose text settled,
+/// a tag whose file is quiet) when it does — no polling, no timer while nothing is owed —
+/// until the changes end, `stop` is set, or the sink breaks. The tags still owed then are
+/// written: their asks were delivered.
 fn run_live(
     live: &mut LivePipeline,
     changes: &Receiver<Change>,
     stop: &AtomicBool,
     mut sink: impl Sink,
 ) {
-    while let Ok(change) = changes.recv() {
+    loop {
+        let input = match live.next_due() {
+            None => changes.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(at) => changes.recv_timeout(at.saturating_duration_since(Instant::now())),
+        };
         if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let asks = match input {
+            Ok(change) => {
+                tracing::debug!("changed: {}", change.path.display());
+                live.process_change(&change, ROUND)
+            }
+            Err(RecvTimeoutError::Timeout) => live.run_due(Instant::now(), ROUND),
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if hand_on(live, &mut sink, asks).is_break() {
             return;
         }
-        tracing::debug!("changed: {}", change.path.display());
-        let mut room = |n| sink.has_room(n);
-        let asks = live.process_change(&change, &mut room);
-        for ask in asks {
-            tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
-            if sink.deliver(ask).is_break() {
+        while let Some(asks) = live.backlog(ROUND) {
+            if hand_on(live, &mut sink, asks).is_break() || stop.load(Ordering::SeqCst) {
                 return;
             }
         }
     }
+    live.write_all_tags();
+}
+
+/// Delivers `asks` in order and tells the pipeline which got through;
+/// [`ControlFlow::Break`] once the client is gone.
+fn hand_on(live: &mut LivePipeline, sink: &mut impl Sink, asks: Vec<Ask>) -> ControlFlow<()> {
+    let mut delivered = Vec::with_capacity(asks.len());
+    let mut asks = asks.into_iter();
+    while let Some(ask) = asks.next() {
+        tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
+        if sink.deliver(ask.clone()) == Delivery::Closed {
+            live.delivered(&delivered);
+            let lost: Vec<Ask> = std::iter::once(ask).chain(asks).collect();
+            live.undelivered(&lost);
+            return ControlFlow::Break(());
+        }
+        delivered.push(ask);
+    }
+    live.delivered(&delivered);
+    ControlFlow::Continue(())
 }
 
 #[cfg(test)]
@@ -1090,10 +1519,10 @@ mod tests {
         assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "nothing else in the tree");
     }
 
-    /// A file that vanishes (or turns into a directory) between the read and the stamp is a
-    /// conflict: nothing is announced for it, and its ask is not recorded.
+    /// A file that vanishes (or turns into a directory) after its ask was announced, before
+    /// the tag is written: nothing is written at the path, and the ask is not announced again.
     #[test]
-    fn a_file_gone_before_the_stamp_announces_nothing() {
+    fn a_file_gone_before_its_tag_gets_nothing_written() {
         for replace_with_dir in [false, true] {
             let dir = tempfile::tempdir().unwrap();
             let mut live = live(dir.path());
@@ -1105,8 +1534,11 @@ mod tests {
                     std::fs::create_dir(path).unwrap();
                 }
             }));
-            assert!(live.process(&p, None).is_empty(), "dir: {replace_with_dir}");
-            assert!(live.asks.snapshot().is_empty());
+            let asks = live.process(&p, None);
+            assert_eq!(asks.len(), 1, "dir: {replace_with_dir}");
+            assert!(!asks[0].stamped, "dir: {replace_with_dir}");
+            assert_eq!(p.is_dir(), replace_with_dir, "something was written at the path");
+            assert!(live.process(&p, None).is_empty(), "dir: {replace_with_dir}: asked again");
         }
     }
 
@@ -1174,7 +1606,8 @@ mod tests {
         assert!(std::fs::read_to_string(&p).unwrap().starts_with("# @claude[fw-"));
     }
 
-    /// No room to deliver: the marker stays untagged, unrecorded, and is found next time.
+    /// No room to deliver: the marker stays untagged, unrecorded, and its file waits in the
+    /// backlog for the next round.
     #[test]
     fn no_room_no_stamp() {
         let dir = tempfile::tempdir().unwrap();
@@ -1182,10 +1615,11 @@ mod tests {
         let p = live.root.join("a.py");
         crate::test_support::write(&p, "# @claude later\n").unwrap();
         let change = Change { path: p.clone(), from_git: None, rescan: None };
-        assert!(live.process_change(&change, &mut |_| false).is_empty());
+        assert!(live.process_change(&change, 0).is_empty());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude later\n");
         assert!(live.asks.snapshot().is_empty());
-        assert_eq!(live.process(&p, None).len(), 1, "found when there is room again");
+        let next = live.backlog(1).expect("the file in the backlog");
+        assert_eq!(next.len(), 1, "found when there is room again");
     }
 
     /// A rescan after lost events lists every file; only those that changed during the run
@@ -1209,7 +1643,7 @@ mod tests {
         for path in [&dormant, &seen, &fresh] {
             let change = Change { path: path.clone(), from_git: None, rescan: Some(since) };
             texts.extend(
-                live.process_change(&change, &mut |_| true).into_iter().map(|a| a.marker.text),
+                live.process_change(&change, usize::MAX).into_iter().map(|a| a.marker.text),
             );
         }
         texts.sort();
@@ -1223,8 +1657,8 @@ mod tests {
     }
 
     /// A directory of the path swapped for a symlink out of the root — before the read, or
-    /// between the read and the stamp: the outside file is never read or written, and nothing
-    /// is announced.
+    /// between the read and the tag: the outside file is never read or written, and nothing
+    /// of it is announced (what was read inside the root before the swap is).
     #[cfg(unix)] // std::os::unix::fs::symlink
     #[test]
     fn a_directory_swapped_for_a_symlink_is_not_followed_out_of_the_root() {
@@ -1248,7 +1682,10 @@ mod tests {
             } else {
                 live.before_stamp = Some(Box::new(move |path: &Path| swap(path.parent().unwrap())));
             }
-            assert!(live.process(&p, None).is_empty(), "{when}: announced");
+            let asks = live.process(&p, None);
+            let want = usize::from(when == "before the stamp");
+            assert_eq!(asks.len(), want, "{when}: announced");
+            assert!(asks.iter().all(|a| !a.stamped), "{when}: tagged");
             assert_eq!(
                 std::fs::read_to_string(&secret).unwrap(),
                 "# @claude outside the root\n",
@@ -1257,13 +1694,13 @@ mod tests {
         }
     }
 
-    /// A stamp undone by a conflict that left the same bytes at the path (here a directory of
+    /// A tag undone by a conflict that left the same bytes at the path (here a directory of
     /// the path swapped for a copy of itself; on Linux also a lease broken by an open for
-    /// writing that writes nothing, like `touch`): the next change must look again, not find
-    /// the file "unchanged since we left it" and drop its ask.
+    /// writing that writes nothing, like `touch`): the ask stays announced once, and the next
+    /// change writes its tag — it does not find the file "unchanged since we left it".
     #[cfg(unix)] // Windows: the directory held beneath the root cannot be renamed (sharing)
     #[test]
-    fn a_conflict_that_changed_no_byte_still_brings_the_ask() {
+    fn a_conflict_that_changed_no_byte_still_gets_its_tag() {
         let dir = tempfile::tempdir().unwrap();
         let mut live = live(dir.path());
         let sub = live.root.join("sub");
@@ -1279,10 +1716,14 @@ mod tests {
                 crate::test_support::write(path, "# @claude after a conflict\n").unwrap();
             }
         }));
-        assert!(live.process(&p, None).is_empty(), "announced through a conflict");
         let asks = live.process(&p, None);
-        assert_eq!(asks.len(), 1, "the ask was dropped after the conflict");
-        assert!(std::fs::read_to_string(&p).unwrap().contains("@claude[fw-"));
+        assert_eq!(asks.len(), 1, "announced once");
+        assert!(!asks[0].stamped, "tagged through a conflict");
+        assert!(live.process(&p, None).is_empty(), "announced again");
+        assert!(
+            std::fs::read_to_string(&p).unwrap().contains("@claude[fw-"),
+            "the tag was dropped after the conflict"
+        );
     }
 }
 
@@ -1332,11 +1773,13 @@ mod takeover_tests {
         let options = LiveOptions {
             root: root.clone(),
             debounce: Duration::from_millis(20),
+            settle: Duration::ZERO,
             trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
             tag: TagMode::File,
         };
         let (tx, rx) = mpsc::channel();
-        let live = Live::take_over(&options, None, since, move |ask: Ask| {
+        let asks = Some(Asks::in_memory());
+        let live = Live::take_over(&options, asks, since, move |ask: Ask| {
             let _ = tx.send(ask.file);
             ControlFlow::Continue(())
         })

@@ -54,9 +54,15 @@ struct ServeArgs {
     /// The project directory to watch.
     #[arg(long, default_value = ".")]
     root: PathBuf,
-    /// Quiet time after the last event of a file before it is read (500ms, 2s, …).
-    #[arg(long, default_value = "500ms", value_parser = parse_duration, allow_hyphen_values = true)]
+    /// Quiet time after the last event of a file before it is read (100ms, 2s, …): what
+    /// makes a save written in several steps one save.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration, allow_hyphen_values = true)]
     debounce: Duration,
+    /// How long a file must stay unchanged before a tag is written into it; and, where the
+    /// editor saves while you type (autosave), the least time an ask's text must stay
+    /// unchanged before it is announced. 0: tags at once, every save is deliberate.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, allow_hyphen_values = true)]
+    settle: Duration,
     /// The word that starts an ask.
     #[arg(long, default_value = DEFAULT_TRIGGER)]
     trigger: String,
@@ -106,9 +112,15 @@ enum Command {
         /// The directory to watch.
         #[arg(long, default_value = ".", conflicts_with = "dir")]
         root: PathBuf,
-        /// Quiet time after the last event of a file before it is read (500ms, 2s, …).
-        #[arg(long, default_value = "500ms", value_parser = parse_duration, allow_hyphen_values = true)]
+        /// Quiet time after the last event of a file before it is read (100ms, 2s, …): what
+        /// makes a save written in several steps one save.
+        #[arg(long, default_value = "100ms", value_parser = parse_duration, allow_hyphen_values = true)]
         debounce: Duration,
+        /// How long a file must stay unchanged before a tag is written into it; and, where
+        /// the editor saves while you type (autosave), the least time an ask's text must stay
+        /// unchanged before it is announced. 0: tags at once, every save is deliberate.
+        #[arg(long, default_value = "5s", value_parser = parse_duration, allow_hyphen_values = true)]
+        settle: Duration,
         /// The word that starts an ask.
         #[arg(long, default_value = DEFAULT_TRIGGER)]
         trigger: String,
@@ -178,8 +190,8 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Serve(args) => serve(args),
         Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
-        Command::Watch { dir, root, debounce, trigger, json, tag } => {
-            watch(dir.as_deref().unwrap_or(&root), debounce, &trigger, json, tag)
+        Command::Watch { dir, root, debounce, settle, trigger, json, tag } => {
+            watch(dir.as_deref().unwrap_or(&root), debounce, settle, &trigger, json, tag)
         }
         Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
         Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
@@ -207,7 +219,7 @@ fn parse_cli() -> Cli {
     let matches = command.get_matches_mut();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some((name, _)) = matches.subcommand() {
-        for flag in ["root", "debounce", "trigger"] {
+        for flag in ["root", "debounce", "settle", "trigger"] {
             if matches.value_source(flag) == Some(clap::parser::ValueSource::CommandLine) {
                 let message = format!("--{flag} goes after the subcommand: `{name} --{flag} …`");
                 command.error(clap::error::ErrorKind::ArgumentConflict, message).exit();
@@ -319,12 +331,13 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn watch(
     root: &Path,
     debounce: Duration,
+    settle: Duration,
     trigger: &str,
     json: bool,
     tag: TagMode,
 ) -> anyhow::Result<ExitCode> {
-    let options =
-        LiveOptions { root: root.to_path_buf(), debounce, trigger: trigger.to_string(), tag };
+    let trigger = trigger.to_string();
+    let options = LiveOptions { root: root.to_path_buf(), debounce, settle, trigger, tag };
     let runtime = runtime()?;
     // A terminal is a consumer like a session: it gets the asks only while it owns the root.
     let (_owner, since) = match owner::claim(root, "watch")? {
@@ -420,6 +433,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let options = LiveOptions {
         root: args.root,
         debounce: args.debounce,
+        settle: args.settle,
         trigger: args.trigger,
         tag: args.tag,
     };

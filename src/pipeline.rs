@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::asks::AskRecord;
 use crate::error::Problem;
 use crate::fsio::{self, ReadError, WriteError};
+use crate::git;
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
 use crate::scan::{Marker, Scanner};
@@ -206,6 +207,7 @@ pub fn resolve_file(
     attempts: usize,
 ) -> Result<bool, EditError> {
     let tag = id.tag();
+    let mut committed = Committed::of(path);
     edit_file(path, attempts, |bytes| {
         if memchr::memmem::find(bytes, tag.as_bytes()).is_none() {
             return Edit::Keep(false);
@@ -213,12 +215,63 @@ pub fn resolve_file(
         let Some(lang) = scanner.table().detect(path, bytes) else {
             return Edit::Keep(false);
         };
-        match stamp::resolve(bytes, &scanner.scan(lang, bytes), id) {
+        let markers: Vec<Marker> = scanner
+            .scan(lang, bytes)
+            .into_iter()
+            .filter(|m| m.tag == Some(id))
+            .map(|m| without_committed_lines(lang, bytes, &m, &mut committed))
+            .collect();
+        match stamp::resolve(bytes, &markers, id) {
             Ok(resolved) => Edit::Write(resolved, true),
             // The tag's bytes are there but not as a marker (inside a string, say).
             Err(ResolveError::UnknownId(_)) => Edit::Keep(false),
         }
     })
+}
+
+/// The lines of a file that git holds at `HEAD`, asked of git at most once, and only when a
+/// paragraph is to be cut.
+struct Committed<'p> {
+    path: &'p Path,
+    lines: Option<std::collections::HashSet<Vec<u8>>>,
+}
+
+impl<'p> Committed<'p> {
+    fn of(path: &'p Path) -> Self {
+        Committed { path, lines: None }
+    }
+
+    fn contains(&mut self, line: &[u8]) -> bool {
+        let path = self.path;
+        let lines = self.lines.get_or_insert_with(|| git::lines_git_could_write(path, None));
+        lines.contains(&git::normalize_line(line))
+    }
+}
+
+/// The marker as a resolve may remove it: never a continuation line that is in the file's
+/// `HEAD` (a licence header the ask was written above; a committed line that moved up when the
+/// user deleted one of the ask's lines) — whatever a record says, on every path that resolves.
+/// A paragraph whose own first line (without our tag) is in `HEAD` was committed as an ask,
+/// and is removed as it stands.
+fn without_committed_lines(
+    lang: &Language,
+    src: &[u8],
+    m: &Marker,
+    committed: &mut Committed,
+) -> Marker {
+    if !stamp::is_paragraph(lang, src, m) {
+        return m.clone();
+    }
+    let line_start = src[..m.insert_at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let line_end =
+        memchr::memchr(b'\n', &src[m.insert_at..]).map_or(src.len(), |i| m.insert_at + i);
+    let tag_len = m.tag.map_or(0, |id| id.tag().len());
+    let mut first = src[line_start..m.insert_at].to_vec();
+    first.extend_from_slice(&src[(m.insert_at + tag_len).min(line_end)..line_end]);
+    if committed.contains(&first) {
+        return m.clone();
+    }
+    stamp::cut_before_old_lines(lang, src, m, |line| committed.contains(line))
 }
 
 /// What an edit of a file's bytes decided.
@@ -259,7 +312,8 @@ fn edit_file<T>(
 }
 
 /// Removes the marker(s) tagged `id` from every file under `paths` that holds it; returns those
-/// files (none: the id is unknown). Files that cannot be read are skipped; a failed write stops.
+/// files (none: the id is unknown). Files that cannot be read are skipped (and logged); a
+/// failed write stops.
 pub fn resolve_in_tree(
     scanner: &Scanner,
     paths: &[PathBuf],
@@ -275,7 +329,8 @@ pub fn resolve_in_tree(
         match resolve_file(scanner, &path, id, WRITE_ATTEMPTS) {
             Ok(true) => resolved.push(path),
             Ok(false) => {}
-            Err(EditError::Read(e)) if e.is_skip() => Problem::Read(e).log(),
+            // Someone else's file, a FIFO, a file too large: none of this ask's business.
+            Err(EditError::Read(e)) => Problem::Read(e).log(),
             Err(e) => return Err(e),
         }
     }
@@ -297,6 +352,8 @@ pub fn resolve_recorded(
     let (Some(rel_dir), Some(name)) = (rel.parent(), rel.file_name()) else { return Ok(false) };
     let Ok(beneath) = crate::sys::dir_beneath(root, rel_dir) else { return Ok(false) };
     let path = beneath.path(name);
+    let real = root.join(rel); // what git knows the file by
+    let mut committed = Committed::of(&real);
     edit_file(&path, WRITE_ATTEMPTS, |bytes| {
         let Some(lang) = scanner.table().detect(&path, bytes) else {
             return Edit::Keep(false);
@@ -306,6 +363,7 @@ pub fn resolve_recorded(
             .iter()
             .filter(|m| is_recorded(lang, bytes, m, record))
             .map(|m| stamp::first_lines(lang, bytes, m, record.lines))
+            .map(|m| without_committed_lines(lang, bytes, &m, &mut committed))
             .collect();
         if found.is_empty() {
             return Edit::Keep(false);
@@ -435,6 +493,8 @@ mod tests {
             file: "m.py".into(),
             text: "@claude explain\nthe licence".into(),
             lines: 2,
+            line: 1,
+            anchor: 0,
             announced: crate::asks::now(),
             resolved: None,
         };

@@ -15,29 +15,28 @@
 //! its client once which session gets the asks, and takes over when the owner exits.
 
 use std::borrow::Cow;
-use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, CustomNotification, DiscoverRequestMethod, DiscoverResult,
-    Implementation, ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification,
+    CallToolResult, ContentBlock, DiscoverRequestMethod, DiscoverResult, Implementation,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, Peer, RoleServer};
+use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer};
 use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, watch, Mutex};
+use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
 use crate::asks::Asks;
 use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
-use crate::live::{Ask, Live, LiveOptions, Sink};
+use crate::live::{Ask, Delivery, Live, LiveOptions, Sink};
 use crate::owner::{self, Claim, OwnerInfo, Standby};
 use crate::pipeline::{self, relative};
 use crate::scan::Scanner;
@@ -63,6 +62,9 @@ pub const ASK_QUEUE: usize = 64;
 /// The pipe from the line filter to rmcp: a whole 16 MiB line is never held, so this is only
 /// about throughput.
 const PIPE_BUFFER: usize = 1 << 20;
+
+/// Channel notifications waiting for the line writer (each ask's sender waits for its own).
+const NOTE_LINES: usize = 16;
 
 /// The pipe from rmcp to the line writer: small, so that a client that stops reading stdout
 /// holds up rmcp, the announcer and the ask queue — and with it the stamping — quickly,
@@ -106,21 +108,39 @@ struct Shared {
     trigger: String,
     /// The asks announced on this root: what `resolve_ask` finds by id.
     asks: Asks,
-    /// The client once it sent `notifications/initialized`; asks found before wait in `queue`.
+    /// Whether the client sent `notifications/initialized`; what comes before waits in it.
     channel: Mutex<Channel>,
+    /// Lines for stdout that are ours rather than rmcp's: the channel notifications.
+    out: mpsc::Sender<Line>,
 }
 
 #[derive(Default)]
 struct Channel {
-    peer: Option<Peer<RoleServer>>,
+    open: bool,
     queue: Vec<Outgoing>,
+}
+
+/// An ask on its way to the client, with who to tell once it is written (the live worker:
+/// only then is it tagged).
+pub struct Announcement {
+    /// The ask.
+    pub ask: Ask,
+    /// Told `true` once the notification is written and flushed to stdout, `false` (or
+    /// dropped) if it never will be.
+    pub written: Option<oneshot::Sender<bool>>,
 }
 
 /// A channel notification to send: an ask, or a notice about who gets the asks.
 enum Outgoing {
-    Ask(Ask),
+    Ask(Announcement),
     /// The notification's params, ready.
     Notice(Value),
+}
+
+/// One line for stdout, and who to tell once it is written.
+struct Line {
+    text: String,
+    written: Option<oneshot::Sender<bool>>,
 }
 
 impl Shared {
@@ -132,9 +152,10 @@ impl Shared {
     /// Sends it now, or queues it until the client is initialized.
     async fn announce(&self, out: Outgoing) {
         let mut channel = self.channel.lock().await;
-        match channel.peer.clone() {
-            Some(peer) => send(&peer, &out).await,
-            None => channel.queue.push(out),
+        if channel.open {
+            send(&self.out, out).await;
+        } else {
+            channel.queue.push(out);
         }
     }
 }
@@ -219,23 +240,22 @@ pub fn takeover_notice(root: &Path) -> Value {
     json!({ "content": content, "meta": { "notice": "owner", "root": root } })
 }
 
-async fn send(peer: &Peer<RoleServer>, out: &Outgoing) {
-    let params = match out {
-        Outgoing::Ask(ask) => channel_notification(ask),
-        Outgoing::Notice(params) => params.clone(),
+/// Hands one notification to the stdout writer, written as a JSON-RPC line of its own (rmcp
+/// is not in between: the writer tells the live worker when the line is out).
+async fn send(lines: &mpsc::Sender<Line>, out: Outgoing) {
+    let (params, written, what) = match out {
+        Outgoing::Ask(a) => {
+            let what = format!("{}:{} {}", a.ask.file, a.ask.marker.line, a.ask.label());
+            (channel_notification(&a.ask), a.written, what)
+        }
+        Outgoing::Notice(params) => (params, None, "a notice".to_string()),
     };
-    let note = CustomNotification::new(CHANNEL_METHOD, Some(params));
-    let sent = peer.send_notification(ServerNotification::CustomNotification(note)).await;
-    match (out, sent) {
-        (Outgoing::Ask(ask), Ok(())) => {
-            tracing::debug!("announced {}:{} {}", ask.file, ask.marker.line, ask.label())
-        }
-        (Outgoing::Ask(ask), Err(e)) => {
-            let (file, line) = (ask.file.clone(), ask.marker.line);
-            Problem::Announce { file, line, reason: e.to_string() }.log();
-        }
-        (Outgoing::Notice(_), Ok(())) => tracing::debug!("notice sent"),
-        (Outgoing::Notice(_), Err(e)) => tracing::debug!("notice not sent: {e}"),
+    let message = json!({"jsonrpc": "2.0", "method": CHANNEL_METHOD, "params": params});
+    let text = message.to_string();
+    if lines.send(Line { text, written }).await.is_err() {
+        tracing::debug!("{what}: not announced, the session is over");
+    } else {
+        tracing::debug!("announced {what}");
     }
 }
 
@@ -390,12 +410,12 @@ impl ServerHandler for FilewatchServer {
         Err(McpError::method_not_found::<DiscoverRequestMethod>())
     }
 
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+    async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {
         let mut channel = self.shared.channel.lock().await;
         for out in std::mem::take(&mut channel.queue) {
-            send(&context.peer, &out).await;
+            send(&self.shared.out, out).await;
         }
-        channel.peer = Some(context.peer);
+        channel.open = true;
         tracing::debug!("client initialized; channel open");
     }
 }
@@ -549,18 +569,24 @@ async fn filter_input<R, W>(
     let _ = to_rmcp.shutdown().await;
 }
 
-/// rmcp → stdout, and parse errors → stdout: the only writer of stdout, one line at a time.
-async fn write_output<R, W>(from_rmcp: R, mut errors: mpsc::Receiver<String>, mut out: W)
-where
+/// rmcp → stdout, the filter's parse errors → stdout, our notifications → stdout: the only
+/// writer of stdout, one line at a time. Each notification's sender is told when its line is
+/// out (flushed), or that it never will be. It ends once rmcp and the filter are done.
+async fn write_output<R, W>(
+    from_rmcp: R,
+    mut errors: mpsc::Receiver<String>,
+    mut notes: mpsc::Receiver<Line>,
+    mut out: W,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let mut lines = BufReader::new(from_rmcp).lines();
-    let (mut rmcp_open, mut errors_open) = (true, true);
+    let (mut rmcp_open, mut errors_open, mut notes_open) = (true, true, true);
     loop {
         let line = tokio::select! {
             line = lines.next_line(), if rmcp_open => match line {
-                Ok(Some(line)) => line,
+                Ok(Some(text)) => Line { text, written: None },
                 _ => {
                     rmcp_open = false;
                     continue;
@@ -569,9 +595,16 @@ where
             // Once the filter has ended, a closed channel is not polled again (it would be
             // ready at once, forever: a spin).
             reply = errors.recv(), if errors_open => match reply {
-                Some(reply) => reply,
+                Some(text) => Line { text, written: None },
                 None => {
                     errors_open = false;
+                    continue;
+                }
+            },
+            note = notes.recv(), if notes_open && (rmcp_open || errors_open) => match note {
+                Some(line) => line,
+                None => {
+                    notes_open = false;
                     continue;
                 }
             },
@@ -580,15 +613,21 @@ where
         // A failed write or flush means stdout is closed: the client is gone. (A write alone
         // may succeed into a buffer; the flush is where the closed pipe shows.)
         let written = async {
-            out.write_all(line.as_bytes()).await?;
+            out.write_all(line.text.as_bytes()).await?;
             out.write_all(b"\n").await?;
             out.flush().await
         };
-        if written.await.is_err() {
+        let ok = written.await.is_ok();
+        if let Some(tell) = line.written {
+            let _ = tell.send(ok);
+        }
+        if !ok {
             tracing::debug!("stdout is closed; ending the session");
             break;
         }
     }
+    // What is still queued will never be written: dropping it tells its senders so.
+    notes.close();
 }
 
 /// Serves MCP over `input`/`output` until the input ends, announcing the asks that arrive on
@@ -605,7 +644,17 @@ pub async fn serve<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (_no_notices, notices) = mpsc::channel(1);
-    serve_with_notices(root, trigger, records, input, output, asks, notices).await
+    // Asks handed in here were recorded (and tagged) by the caller: nobody waits to hear.
+    let (tx, announcements) = mpsc::channel(ASK_QUEUE);
+    let mut asks = asks;
+    tokio::spawn(async move {
+        while let Some(ask) = asks.recv().await {
+            if tx.send(Announcement { ask, written: None }).await.is_err() {
+                break;
+            }
+        }
+    });
+    serve_with_notices(root, trigger, records, input, output, announcements, notices).await
 }
 
 /// [`serve`], with notices (who gets the asks) sent as they arrive on `notices`.
@@ -615,20 +664,21 @@ async fn serve_with_notices<R, W>(
     records: Asks,
     input: R,
     output: W,
-    mut asks: mpsc::Receiver<Ask>,
+    mut asks: mpsc::Receiver<Announcement>,
     mut notices: mpsc::Receiver<Value>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let channel = Mutex::new(Channel::default());
-    let shared = Arc::new(Shared { root, trigger, asks: records, channel });
+    let (note_tx, note_rx) = mpsc::channel(NOTE_LINES);
+    let shared = Arc::new(Shared { root, trigger, asks: records, channel, out: note_tx });
     let (rmcp_in, filter_end) = tokio::io::duplex(PIPE_BUFFER);
     let (writer_end, rmcp_out) = tokio::io::duplex(OUTPUT_BUFFER);
     let (err_tx, err_rx) = mpsc::channel(FILTER_REPLIES);
     let (ended_tx, ended) = watch::channel(false);
     let filter = tokio::spawn(filter_input(input, filter_end, err_tx, ended_tx));
-    let writer = tokio::spawn(write_output(writer_end, err_rx, output));
+    let writer = tokio::spawn(write_output(writer_end, err_rx, note_rx, output));
     let announcer = {
         let shared = shared.clone();
         let ended = ended.clone();
@@ -636,16 +686,11 @@ async fn serve_with_notices<R, W>(
             let mut notices_open = true;
             loop {
                 let out = tokio::select! {
-                    // The client closed its input: it is leaving, and what is stamped now
-                    // would never reach it. Closing the queue stops the stamping at once (the
-                    // markers stay untagged, for whichever session owns the root next).
+                    // The client closed its input: it is leaving. What waits in the queue is
+                    // dropped unannounced: not tagged, it is found again by whichever session
+                    // owns the root next.
                     () = input_ended(ended.clone()) => {
                         asks.close();
-                        // Those already stamped go out while the session flushes (or are
-                        // dropped with it when nobody reads stdout).
-                        while let Ok(ask) = asks.try_recv() {
-                            shared.announce(Outgoing::Ask(ask)).await;
-                        }
                         break;
                     }
                     ask = asks.recv() => match ask {
@@ -702,19 +747,20 @@ async fn input_ended(mut ended: watch::Receiver<bool>) {
     let _ = ended.wait_for(|&eof| eof).await;
 }
 
-/// The live worker's sink: the queue to the announcer, which has room while the client reads.
-struct Announcer(mpsc::Sender<Ask>);
+/// The live worker's sink: the queue to the announcer. An ask is delivered when its line is
+/// out on stdout; the worker waits for that (a client that stops reading holds it up, and
+/// nothing is tagged meanwhile).
+struct Announcer(mpsc::Sender<Announcement>);
 
 impl Sink for Announcer {
-    fn has_room(&mut self, n: usize) -> bool {
-        !self.0.is_closed() && self.0.capacity() >= n
-    }
-
-    fn deliver(&mut self, ask: Ask) -> ControlFlow<()> {
-        // Room was checked, and this is the only sender: this does not wait.
-        match self.0.blocking_send(ask) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(_) => ControlFlow::Break(()), // the session is over
+    fn deliver(&mut self, ask: Ask) -> Delivery {
+        let (tell, written) = oneshot::channel();
+        if self.0.blocking_send(Announcement { ask, written: Some(tell) }).is_err() {
+            return Delivery::Closed; // the session is over
+        }
+        match written.blocking_recv() {
+            Ok(true) => Delivery::Delivered,
+            Ok(false) | Err(_) => Delivery::Closed,
         }
     }
 }
@@ -786,7 +832,7 @@ async fn take_over(
     standby: Standby,
     options: LiveOptions,
     records: Asks,
-    ask_tx: mpsc::Sender<Ask>,
+    ask_tx: mpsc::Sender<Announcement>,
     notice_tx: mpsc::Sender<Value>,
 ) -> Option<Result<(owner::Owner, Live), StartError>> {
     let since = standby.since;

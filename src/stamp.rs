@@ -115,6 +115,25 @@ pub fn first_lines(lang: &Language, src: &[u8], m: &Marker, lines: usize) -> Mar
     }
 }
 
+/// A paragraph marker cut before its first continuation line that `was_there` (given the line
+/// without its ending) says the file held already — a licence header, a `// SAFETY:` note, a
+/// doc comment the ask was written above: only the lines written with the ask are the ask.
+/// Any other marker as it is.
+pub fn cut_before_old_lines(
+    lang: &Language,
+    src: &[u8],
+    m: &Marker,
+    mut was_there: impl FnMut(&[u8]) -> bool,
+) -> Marker {
+    if !is_paragraph(lang, src, m) {
+        return m.clone();
+    }
+    let start = src[..m.comment.start].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let lines = src[start..m.comment.end].split(|&b| b == b'\n');
+    let new = lines.skip(1).take_while(|l| !was_there(l)).count();
+    first_lines(lang, src, m, new + 1)
+}
+
 /// The byte range to delete for a comment at `start..end`.
 fn removal(src: &[u8], start: usize, end: usize) -> (usize, usize) {
     let is_blank = |b: &u8| *b == b' ' || *b == b'\t';

@@ -60,7 +60,7 @@ fn a_writers_close_alone_brings_the_stamp() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let args = ["--debounce", "100ms", "--log-level", "debug"];
+    let args = ["--debounce", "100ms", "--settle", "200ms", "--log-level", "debug"];
     let watch = WatchProcess::start(&root, &args, &[], DEADLINE);
     let path = root.join("slow.py");
     let mut writer = std::fs::File::create(&path).unwrap();
@@ -78,6 +78,11 @@ fn a_writers_close_alone_brings_the_stamp() {
     drop(writer);
     let ask = watch.asks.recv_timeout(DEADLINE).expect("the ask, once the writer closed");
     assert_eq!(ask["file"], "slow.py");
-    let now = std::fs::read_to_string(&path).unwrap();
-    assert!(now.starts_with("# @claude[fw-"), "not stamped: {now:?}");
+    // The tag follows, once the file has been quiet for the settle time.
+    let tag = format!("# @claude[{}] written slowly\n", ask["id"].as_str().unwrap());
+    let deadline = Instant::now() + DEADLINE;
+    while std::fs::read_to_string(&path).unwrap() != tag {
+        assert!(Instant::now() < deadline, "not stamped: {:?}", std::fs::read_to_string(&path));
+        std::thread::sleep(Duration::from_millis(20)); // polling the file
+    }
 }

@@ -58,7 +58,7 @@ impl Server {
             .env("FILEWATCH_STATE_DIR", state)
             .args(["--root"])
             .arg(root)
-            .args(["--debounce", "100ms"])
+            .args(["--debounce", "100ms", "--settle", "300ms"])
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -225,10 +225,8 @@ fn claude_code_startup_replayed_byte_for_byte() {
     assert_eq!(meta["file"], "a.py");
     assert_eq!(meta["line"], "1");
     let id = meta["replyTo"].as_str().unwrap();
-    assert_eq!(
-        std::fs::read_to_string(root.join("a.py")).unwrap(),
-        format!("x = 1  # @claude[{id}] why one?\n")
-    );
+    // The tag follows the announcement, once the file has been quiet for the settle time.
+    wait_for_file(&root.join("a.py"), &format!("x = 1  # @claude[{id}] why one?\n"));
 
     // A multi-line ask arrives whole, with its last line.
     std::fs::write(
@@ -529,6 +527,19 @@ fn a_file_with_many_asks_delivers_them_all_in_order() {
     }
 }
 
+/// Waits (with a deadline) until `path` holds exactly `want`.
+fn wait_for_file(path: &Path, want: &str) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let now = std::fs::read_to_string(path).unwrap_or_default();
+        if now == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{}: {now:?}, not {want:?}", path.display());
+        std::thread::sleep(Duration::from_millis(20)); // polling the file
+    }
+}
+
 /// The channel notifications about asks of `file` in `notes` (a notice has no `file`).
 fn asks_of(notes: &[Value], file: &str) -> Vec<Value> {
     notes
@@ -615,10 +626,7 @@ fn two_servers_on_one_root(end_owner: fn(&mut Server), tag: &str) {
         "never" => String::new(),
         _ => format!("[{third_id}]"),
     };
-    assert_eq!(
-        std::fs::read_to_string(root.join("c.py")).unwrap(),
-        format!("# @claude{tagged} saved as the owner went\n")
-    );
+    wait_for_file(&root.join("c.py"), &format!("# @claude{tagged} saved as the owner went\n"));
     std::fs::write(root.join("d.py"), "# @claude after the takeover\n").unwrap();
     b.note(is_ask_of("d.py"));
     a.wait_exit();

@@ -45,7 +45,7 @@ impl Watcher {
         let state = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
             .env("FILEWATCH_STATE_DIR", state.path())
-            .args(["watch", "--json", "--debounce", debounce])
+            .args(["watch", "--json", "--debounce", debounce, "--settle", "200ms"])
             .arg(root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -141,6 +141,19 @@ fn read(p: &Path) -> String {
     String::from_utf8(std::fs::read(p).unwrap()).unwrap()
 }
 
+/// Waits (with a deadline) until `p` holds `want`: a tag follows its ask once the file has been
+/// quiet for the settle time.
+fn read_when(p: &Path, want: &str) -> String {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let now = read(p);
+        if now == want || Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(20)); // polling the file
+    }
+}
+
 fn has(cmd: &str) -> bool {
     Command::new("sh")
         .arg("-c")
@@ -192,7 +205,8 @@ fn whole_save_styles_each_give_one_stamped_ask() {
     assert_eq!((a["file"].as_str(), a["line"].as_u64()), (Some("plain.py"), Some(1)));
     assert_eq!(a["text"], "@claude why one?");
     let id = a["id"].as_str().unwrap();
-    assert_eq!(read(&p), format!("x = 1  # @claude[{id}] why one?\n"));
+    let want = format!("x = 1  # @claude[{id}] why one?\n");
+    assert_eq!(read_when(&p, &want), want);
 
     // In place, no truncation (an editor writing over the same bytes).
     let p = w.write("inplace.rs", "fn a() {}\n//////////////////////////\n");
@@ -262,11 +276,8 @@ fn real_editors_save_styles() {
         assert_eq!(a["file"], name.as_str(), "{bin} {opts}");
         assert_eq!(a["text"], "@claude typed in the editor", "{bin} {opts}");
         let id = a["id"].as_str().unwrap();
-        assert_eq!(
-            read(&p),
-            format!("x = 1\n# @claude[{id}] typed in the editor\n"),
-            "{bin} {opts}"
-        );
+        let want = format!("x = 1\n# @claude[{id}] typed in the editor\n");
+        assert_eq!(read_when(&p, &want), want, "{bin} {opts}");
         assert!(w.asks_until_barrier().is_empty(), "{bin} {opts}: one ask only");
     }
     if has("emacs") {
@@ -361,6 +372,7 @@ fn ignore_rules_and_new_directories_are_live() {
     let asks = w.asks_until_barrier();
     assert_eq!(asks.len(), 1, "{asks:?}");
     assert_eq!(asks[0]["file"], "new/a/b/c/deep.py");
+    let deep_id = asks[0]["id"].as_str().unwrap().to_string();
 
     // Un-ignoring: the rule goes, the directory is watched from then on.
     std::fs::write(w.path(".gitignore"), "*.gen.py\n").unwrap();
@@ -370,7 +382,10 @@ fn ignore_rules_and_new_directories_are_live() {
     assert_eq!(asks.len(), 1, "{asks:?}");
     assert_eq!(asks[0]["file"], "generated/z.py");
 
-    // A renamed directory keeps working under its new name.
+    // A renamed directory keeps working under its new name. (Its tagged file stays quiet.)
+    let deep = w.path("new/a/b/c/deep.py");
+    let want = format!("# @claude[{deep_id}] deep in a new tree\n");
+    assert_eq!(read_when(&deep, &want), want);
     std::fs::rename(w.path("new"), w.path("moved")).unwrap();
     assert!(w.asks_until_barrier().is_empty());
     w.write("moved/a/b/c/later.py", "# @claude after the move\n");
