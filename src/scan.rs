@@ -22,12 +22,14 @@ use crate::languages::{Language, LanguageTable};
 mod embed;
 mod lexer;
 mod recover;
+mod symbol;
 mod trees;
 mod view;
 
 use embed::{embedded_region, lang_hides_comment, Embedded};
 use lexer::{FallbackLexer, LexState, Step};
 use recover::Recovery;
+pub use symbol::{sources as symbol_queries, Symbol};
 use trees::Reuse;
 pub use trees::{ParseCounts, TreeCache};
 pub use view::MarkerView;
@@ -68,6 +70,8 @@ pub struct Marker {
     pub language: String,
     /// What decided that this hit is inside a comment.
     pub decided_by: DecidedBy,
+    /// The definition the ask is about, where the syntax tree tells (see [`Symbol`]).
+    pub symbol: Option<Symbol>,
 }
 
 impl Marker {
@@ -88,6 +92,7 @@ struct Found {
     text: String,
     tag: Option<MarkerId>,
     decided_by: DecidedBy,
+    symbol: Option<Symbol>,
 }
 
 /// Whether the syntax tree or the fallback table decided that a marker is in a comment.
@@ -349,7 +354,7 @@ impl<'t> Scanner<'t> {
             } else {
                 self.marker_at(lang, &at, src, hit)
             };
-            found.extend(marker);
+            found.extend(marker.map(|f| Found { symbol: symbol_at(&at, src, &f), ..f }));
         }
         Some(found)
     }
@@ -688,8 +693,16 @@ impl Body {
             text: self.text,
             tag: self.tag,
             decided_by,
+            symbol: None,
         }
     }
+}
+
+/// The definition the marker `f`, found in the tree at `at`, is about.
+fn symbol_at(at: &Located, src: &[u8], f: &Found) -> Option<Symbol> {
+    let (grammar, ts) = (at.row.grammar.as_deref()?, at.row.ts_language.as_ref()?);
+    let query = symbol::query_for(grammar, ts)?;
+    symbol::symbol_of(&query, at.row, at.root, src, f.comment.clone(), f.hit)
 }
 
 /// The tree a hit lies in.
@@ -1077,6 +1090,7 @@ impl<'s> Positions<'s> {
                     tag: f.tag,
                     language: language.to_string(),
                     decided_by: f.decided_by,
+                    symbol: f.symbol,
                 }
             })
             .collect()

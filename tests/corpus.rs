@@ -118,9 +118,10 @@ fn input_bytes(case: &Case) -> Vec<u8> {
     bytes
 }
 
-/// `LINE:COLUMN MODE [TAG] TEXT`; a multi-line ask as `LINE:COLUMN..END_LINE`, its line breaks
-/// shown as `⏎`.
-fn render(m: &Marker) -> String {
+/// `LINE:COLUMN MODE [TAG] {SYMBOL} TEXT`; a multi-line ask as `LINE:COLUMN..END_LINE`, its
+/// line breaks shown as `⏎`; `{SYMBOL}` (`{Cache.refresh 3-5}`, `{}` for none) only if
+/// `symbol`.
+fn render(m: &Marker, symbol: bool) -> String {
     let mut s = format!("{}:{}", m.line, m.column);
     if m.end_line != m.line {
         write!(s, "..{}", m.end_line).unwrap();
@@ -129,8 +130,23 @@ fn render(m: &Marker) -> String {
     if let Some(tag) = &m.tag {
         write!(s, "[{tag}] ").unwrap();
     }
+    match (&m.symbol, symbol) {
+        (Some(sym), true) => {
+            write!(s, "{{{} {}-{}}} ", sym.name, sym.first_line, sym.last_line).unwrap()
+        }
+        (None, true) => s.push_str("{} "),
+        (_, false) => {}
+    }
     s.push_str(&m.text.replace('\n', "⏎"));
     s
+}
+
+/// True if an expected line names the marker's symbol (`{…}` after the mode and the tag).
+fn names_symbol(line: &str) -> bool {
+    let mut words = line.splitn(4, ' ').skip(2);
+    let next = words.next().unwrap_or_default();
+    let next = if next.starts_with("[fw-") { words.next().unwrap_or_default() } else { next };
+    next.starts_with('{')
 }
 
 fn run_case(case: &Case) -> Result<Vec<String>, String> {
@@ -152,7 +168,12 @@ fn run_case(case: &Case) -> Result<Vec<String>, String> {
     };
     let trigger = attr(case, "trigger").unwrap_or(DEFAULT_TRIGGER);
     let scanner = Scanner::new(table, trigger).map_err(|e| e.to_string())?;
-    Ok(scanner.scan(lang, &bytes).iter().map(render).collect())
+    // The symbol is checked where the expected line names one (or `CORPUS_SYMBOLS=1` asks for
+    // it everywhere, to write new cases with `CORPUS_UPDATE`).
+    let all = std::env::var_os("CORPUS_SYMBOLS").is_some_and(|v| v != "0");
+    let markers = scanner.scan(lang, &bytes);
+    let symbol = |i: usize| all || case.expected.get(i).is_some_and(|l| names_symbol(l));
+    Ok(markers.iter().enumerate().map(|(i, m)| render(m, symbol(i))).collect())
 }
 
 fn corpus_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -1,0 +1,2 @@
+; Bash: tree-sitter-bash ships no tags query.
+(function_definition name: (word) @name) @definition.function
