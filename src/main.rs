@@ -419,10 +419,11 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
         let id = ask.id().map_or_else(|| "not stamped".to_string(), |id| id.to_string());
         writeln!(
             out,
-            "{}:{}  {}  [{id}]",
+            "{}:{}  {}{}  [{id}]",
             terminal_name(&ask.file),
             lines(&ask.marker),
-            one_line(&ask.marker.text)
+            one_line(&ask.marker.text),
+            symbol_note(&ask.marker)
         )?;
     }
     out.flush()
@@ -556,8 +557,8 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
                 writeln!(out, "{}", serde_json::to_string(&m.view(&path))?)?;
             } else {
                 let tag = m.tag.map(|t| format!("  [{t} tagged]")).unwrap_or_default();
-                let name = terminal_name(&path);
-                writeln!(out, "{name}:{}: {}{tag}", lines(m), one_line(&m.text))?;
+                let (name, symbol) = (terminal_name(&path), symbol_note(m));
+                writeln!(out, "{name}:{}: {}{symbol}{tag}", lines(m), one_line(&m.text))?;
             }
         }
     }
@@ -578,6 +579,13 @@ fn lines(m: &Marker) -> String {
     } else {
         m.line.to_string()
     }
+}
+
+/// `  (in Cache.refresh 6-8)`: the definition the ask is about, if the syntax tree names one.
+fn symbol_note(m: &Marker) -> String {
+    m.symbol
+        .as_ref()
+        .map_or_else(String::new, |s| format!("  (in {} {})", terminal_text(&s.name), s.lines()))
 }
 
 /// A skip (a binary or big file, a FIFO, a symlink) is what a walk expects, and is said only
@@ -633,10 +641,16 @@ fn languages(json: bool) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(io::stdout().lock());
     for lang in table.iter() {
         let types: Vec<String> = lang.file_types.iter().map(FileType::to_string).collect();
+        let symbols = lang.grammar.as_deref().is_some_and(|g| {
+            lang.ts_language.is_some() && filewatch_mcp::scan::symbol_queries(g).is_some()
+        });
         let decided = match FallbackReason::for_language(lang) {
+            None if symbols => {
+                format!("grammar {}, symbols", lang.grammar.as_deref().unwrap_or_default())
+            }
             None => format!("grammar {}", lang.grammar.as_deref().unwrap_or_default()),
-            Some(FallbackReason::NoGrammar) => "fallback, one-line asks".to_string(),
-            Some(reason) => format!("fallback, one-line asks ({reason})"),
+            Some(FallbackReason::NoGrammar) => "fallback, one-line asks, no symbols".to_string(),
+            Some(reason) => format!("fallback, one-line asks, no symbols ({reason})"),
         };
         if json {
             let v = serde_json::json!({
@@ -646,12 +660,13 @@ fn languages(json: bool) -> anyhow::Result<ExitCode> {
                 "grammar": lang.grammar,
                 "mode": if lang.ts_language.is_some() { "syntax" } else { "fallback" },
                 "multi_line_asks": lang.ts_language.is_some(),
+                "symbols": symbols,
                 "embedded": lang.embedded,
             });
             writeln!(out, "{v}")?;
         } else {
             let types = if lang.embedded { "(embedded)".to_string() } else { types.join(" ") };
-            writeln!(out, "{:<18} {:<28} {}", lang.name, decided, types)?;
+            writeln!(out, "{:<18} {:<36} {}", lang.name, decided, types)?;
         }
     }
     out.flush()?;

@@ -89,7 +89,8 @@ filewatch watches the user's files. When the user saves a code comment that star
 @claude, you receive it as a <channel source=\"filewatch\" file=\"…\" line=\"…\" replyTo=\"fw-…\"> \
 message: the content is an ask the user wrote in their code at that file and line (relative to \
 the project root; an ask written over several comment lines runs to end_line). Treat it like a message from the user about that spot in the code: read the \
-file around that line first; if the ask is a question, answer it in this session; if it asks for \
+file around that line first (if the message has symbol and symbol_lines, read those lines: the \
+function or class the ask is about); if the ask is a question, answer it in this session; if it asks for \
 work, make the change in the code. When you are done, call the resolve_ask tool with the replyTo \
 id (or delete the whole marker comment yourself) so the file is clean; the marker was tagged \
 @claude[fw-…] when it was delivered, and a tagged marker never fires again. list_asks shows the \
@@ -173,6 +174,10 @@ pub fn channel_notification(ask: &Ask) -> Value {
         meta.insert("stamped".into(), json!("false"));
     }
     meta.insert("language".into(), json!(ask.marker.language));
+    if let Some(symbol) = &ask.marker.symbol {
+        meta.insert("symbol".into(), json!(symbol.name));
+        meta.insert("symbol_lines".into(), json!(symbol.lines()));
+    }
     json!({ "content": channel_content(&ask.marker.text), "meta": meta })
 }
 

@@ -56,6 +56,23 @@ fn json_output_keeps_the_public_keys() {
     assert_eq!((b["line"].as_u64(), b["tagged"].as_bool()), (Some(2), Some(true)));
     assert_eq!(b["id"], "fw-0123abcd");
     assert_eq!(b["text"], "@claude done already");
+    // At module level: no definition, and the keys are there, null.
+    assert_eq!((&a["symbol"], &a["symbol_lines"]), (&Value::Null, &Value::Null));
+}
+
+#[test]
+fn json_output_names_the_definition_an_ask_is_about() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "cache.py",
+        "class Cache:\n    @property\n    def size(self):\n        return 0  # @claude count\n",
+    );
+    let lines = json_lines(&run(&["scan", "--json", "cache.py"], dir.path()));
+    assert_eq!(lines[0]["symbol"], "Cache.size", "{lines:?}");
+    assert_eq!(lines[0]["symbol_lines"], serde_json::json!([2, 4]), "{lines:?}");
+    let out = stdout(&run(&["scan", "cache.py"], dir.path()));
+    assert_eq!(out, "cache.py:4: @claude count  (in Cache.size 2-4)\n");
 }
 
 #[test]
@@ -65,7 +82,7 @@ fn text_output_is_path_line_text() {
     let out = stdout(&run(&["scan", "src"], dir.path()));
     assert_eq!(
         out,
-        "src/a.rs:1: @claude name this\nsrc/a.rs:2: @claude old  [fw-00000000 tagged]\n"
+        "src/a.rs:1: @claude name this  (in a 1-1)\nsrc/a.rs:2: @claude old  [fw-00000000 tagged]\n"
     );
 }
 
@@ -155,6 +172,17 @@ fn languages_lists_the_table() {
         .collect();
     assert!(json.iter().any(|v| v["mode"] == "fallback"));
     assert!(json.iter().filter(|v| v["mode"] == "syntax").count() >= 28);
+    // Symbols: the programming languages with a grammar; never a data format or the fallback.
+    let symbols = |name: &str| json.iter().find(|v| v["name"] == name).unwrap()["symbols"].clone();
+    for name in ["rust", "python", "typescript", "tsx", "haskell", "elm", "bash", "kotlin"] {
+        assert_eq!(symbols(name), true, "{name}");
+    }
+    for name in ["json", "yaml", "markdown", "perl", "ada"] {
+        assert_eq!(symbols(name), false, "{name}");
+    }
+    assert!(rust.contains("symbols"), "{rust}");
+    let perl = out.lines().find(|l| l.starts_with("perl ")).expect("perl row");
+    assert!(perl.contains("no symbols"), "{perl}");
 }
 
 /// The repository scanned by its own tool reports exactly the fixture markers: corpus inputs

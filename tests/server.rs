@@ -245,3 +245,68 @@ fn channel_content_cannot_forge_a_message() {
     assert!(cut.ends_with("…(truncated)"));
     assert_eq!(server::channel_content("@claude a < b and <chan"), "@claude a < b and <chan");
 }
+
+/// The channel message names the definition an ask is about, as string meta (Claude Code drops
+/// a notification with any other value): `symbol` and `symbol_lines` for a Rust ask inside
+/// `impl Cache { fn refresh }`; neither key for an ask at module level or in a language of the
+/// fallback table. `list_asks` gives the same, as JSON.
+#[tokio::test]
+async fn the_channel_message_names_the_symbol_as_strings() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (ask_tx, ask_rx) = mpsc::channel(16);
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    let server_task = tokio::spawn(server::serve(
+        root.clone(),
+        DEFAULT_TRIGGER.to_string(),
+        filewatch_mcp::Asks::in_memory(),
+        server_read,
+        server_write,
+        ask_rx,
+    ));
+    let (note_tx, mut notes) = mpsc::unbounded_channel();
+    let client = Collector(note_tx).serve(client_end).await.expect("initialize");
+    let info = serde_json::to_value(&*client.peer_info().unwrap()).unwrap();
+    let instructions = info["instructions"].as_str().unwrap();
+    assert!(instructions.contains("symbol_lines") && instructions.len() < 4096, "{instructions}");
+
+    let cache = "use std::mem;\n\nimpl Cache {\n    fn refresh(&mut self) {\n        \
+                 self.entries.clear(); // @claude why clear first?\n    }\n}\n";
+    for (file, text) in [
+        ("cache.rs", cache),
+        ("top.py", "import os\n\n# @claude is os still used?\nx = 1\n"),
+        ("tool.pl", "sub run {\n    # @claude use strict\n}\n"),
+    ] {
+        for ask in asks_for(&root, file, text) {
+            ask_tx.send(ask).await.unwrap();
+        }
+    }
+    let rust = next(&mut notes).await.params.unwrap();
+    let meta = rust["meta"].as_object().unwrap();
+    assert_eq!(meta["file"], "cache.rs");
+    assert_eq!(meta["symbol"], "Cache.refresh", "{rust}");
+    assert_eq!(meta["symbol_lines"], "4-6", "{rust}");
+    for (k, v) in meta {
+        assert!(v.is_string(), "meta {k} is not a string: {v}");
+    }
+    for file in ["top.py", "tool.pl"] {
+        let note = next(&mut notes).await.params.unwrap();
+        assert_eq!(note["meta"]["file"], file);
+        let meta = note["meta"].as_object().unwrap();
+        assert!(!meta.contains_key("symbol") && !meta.contains_key("symbol_lines"), "{note}");
+    }
+
+    let listed: Value =
+        serde_json::from_str(&tool_text(&call(&client, "list_asks", json!({})).await)).unwrap();
+    let by_file = |f: &str| {
+        listed["pending"].as_array().unwrap().iter().find(|a| a["file"] == f).cloned().unwrap()
+    };
+    assert_eq!(by_file("cache.rs")["symbol"], "Cache.refresh", "{listed}");
+    assert_eq!(by_file("cache.rs")["symbol_lines"], json!([4, 6]), "{listed}");
+    assert_eq!(by_file("tool.pl")["symbol"], Value::Null, "{listed}");
+    assert_eq!(by_file("tool.pl")["symbol_lines"], Value::Null, "{listed}");
+
+    client.cancel().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server_task).await.unwrap().unwrap();
+}

@@ -264,6 +264,37 @@ fn claude_code_startup_replayed_byte_for_byte() {
     assert!(s.child.try_wait().unwrap().unwrap().success());
 }
 
+/// Through the binary, as Claude Code runs it: a saved Rust ask inside `impl Cache { fn refresh }`
+/// arrives with `symbol` naming `refresh` and `symbol_lines` of that function, both strings; an
+/// ask in a fallback-language file arrives without either key.
+#[test]
+fn the_channel_message_names_the_definition() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut s = Server::start(&root);
+    let (init, _) = handshake(&mut s);
+    assert!(init["result"]["instructions"].as_str().unwrap().contains("symbol_lines"), "{init}");
+
+    std::fs::write(
+        root.join("cache.rs"),
+        "struct Cache;\n\nimpl Cache {\n    #[inline]\n    fn refresh(&mut self) {\n        \
+         // @claude why clear first?\n        self.entries.clear();\n    }\n}\n",
+    )
+    .unwrap();
+    let note = s.note(is_ask_of("cache.rs"));
+    let meta = note["params"]["meta"].as_object().unwrap();
+    for (k, v) in meta {
+        assert!(v.is_string(), "meta {k} is not a string: {v}");
+    }
+    assert_eq!(meta["symbol"], "Cache.refresh", "{note}");
+    assert_eq!(meta["symbol_lines"], "4-8", "{note}");
+
+    std::fs::write(root.join("tool.pl"), "sub run {\n    # @claude use strict\n}\n").unwrap();
+    let note = s.note(is_ask_of("tool.pl"));
+    let meta = note["params"]["meta"].as_object().unwrap();
+    assert!(!meta.contains_key("symbol") && !meta.contains_key("symbol_lines"), "{note}");
+}
+
 #[cfg(unix)]
 #[test]
 fn sigterm_stops_it_cleanly() {

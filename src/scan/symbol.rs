@@ -28,6 +28,13 @@ pub struct Symbol {
     pub last_line: usize,
 }
 
+impl Symbol {
+    /// `3-5` (`3-3` for a definition on one line), as the channel message gives them.
+    pub fn lines(&self) -> String {
+        format!("{}-{}", self.first_line, self.last_line)
+    }
+}
+
 /// The kinds of `@definition.KIND` an ask can be about; constants, variables, fields and
 /// properties are not.
 const KINDS: &[&str] = &[

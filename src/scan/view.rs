@@ -30,6 +30,12 @@ pub struct MarkerView<'m> {
     pub mode: &'static str,
     /// Why the fallback decided; `null` for the syntax tree.
     pub reason: Option<String>,
+    /// The definition the ask is about (`Cache.refresh`); `null` at module level, in a
+    /// language without symbols, or where the syntax tree cannot tell.
+    pub symbol: Option<&'m str>,
+    /// Its first and last line, 1-based, attributes and decorators included; `null` with
+    /// `symbol`.
+    pub symbol_lines: Option<[usize; 2]>,
     /// `watch --json` only: false when the file could not be written and the ask was
     /// announced untagged.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,6 +56,8 @@ impl Marker {
             language: &self.language,
             mode: self.decided_by.mode(),
             reason: self.decided_by.reason().map(ToString::to_string),
+            symbol: self.symbol.as_ref().map(|s| s.name.as_str()),
+            symbol_lines: self.symbol.as_ref().map(|s| [s.first_line, s.last_line]),
             stamped: None,
         }
     }
