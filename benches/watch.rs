@@ -9,7 +9,8 @@
 //!
 //! `FW_BIN=/path/to/filewatch-mcp` measures another build of the server (the one before a
 //! change, say); `FW_LATENCY_ONLY=1` measures the save latencies only, `FW_LATENCY_KB=5,100`
-//! for these file sizes. `cargo bench --bench perf` measures all of this and more, beside `rg`
+//! for these file sizes, `FW_LATENCY_IN=method` with each ask in a method of a class at the end
+//! of the file (so the ask has a symbol to find) instead of a comment at module level. `cargo bench --bench perf` measures all of this and more, beside `rg`
 //! and `inotifywait`, in one table.
 
 mod common;
@@ -49,9 +50,17 @@ fn latency(kb: usize) {
     let w = Running::start(&server_binary(), &root);
     let path = root.join("big.py");
     let mut samples = Vec::new();
+    let in_method = std::env::var("FW_LATENCY_IN").is_ok_and(|v| v == "method");
     for i in 0..200 {
         let mut content = body.clone();
-        content.extend_from_slice(format!("# @claude ask number {i}\n").as_bytes());
+        let ask = if in_method {
+            format!(
+                "class Asked:\n    def run(self):\n        return 1  # @claude ask number {i}\n"
+            )
+        } else {
+            format!("# @claude ask number {i}\n")
+        };
+        content.extend_from_slice(ask.as_bytes());
         std::fs::write(&path, &content).unwrap();
         let saved = Instant::now();
         let (at, line) = w
@@ -64,8 +73,9 @@ fn latency(kb: usize) {
     }
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
-        "save → ask beyond the {DEBOUNCE_MS} ms debounce, {kb} KB file ({} bytes), {} saves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "save → ask beyond the {DEBOUNCE_MS} ms debounce, {kb} KB file ({} bytes){}, {} saves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         body.len(),
+        if in_method { ", ask in a method" } else { "" },
         samples.len(),
         percentile(&samples, 0.5),
         percentile(&samples, 0.99),
