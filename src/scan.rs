@@ -70,8 +70,9 @@ pub struct Marker {
     pub language: String,
     /// What decided that this hit is inside a comment.
     pub decided_by: DecidedBy,
-    /// The definition the ask is about, where the syntax tree tells (see [`Symbol`]).
-    pub symbol: Option<Symbol>,
+    /// The definition the ask is about, where the syntax tree tells (see [`Symbol`]). Boxed:
+    /// markers travel by value through the live pipeline's queues, and many have none.
+    pub symbol: Option<Box<Symbol>>,
 }
 
 impl Marker {
@@ -92,7 +93,7 @@ struct Found {
     text: String,
     tag: Option<MarkerId>,
     decided_by: DecidedBy,
-    symbol: Option<Symbol>,
+    symbol: Option<Box<Symbol>>,
 }
 
 /// Whether the syntax tree or the fallback table decided that a marker is in a comment.
@@ -699,10 +700,10 @@ impl Body {
 }
 
 /// The definition the marker `f`, found in the tree at `at`, is about.
-fn symbol_at(at: &Located, src: &[u8], f: &Found) -> Option<Symbol> {
+fn symbol_at(at: &Located, src: &[u8], f: &Found) -> Option<Box<Symbol>> {
     let (grammar, ts) = (at.row.grammar.as_deref()?, at.row.ts_language.as_ref()?);
     let query = symbol::query_for(grammar, ts)?;
-    symbol::symbol_of(&query, at.row, at.root, src, f.comment.clone(), f.hit)
+    symbol::symbol_of(&query, at.row, at.root, src, f.comment.clone(), f.hit).map(Box::new)
 }
 
 /// The tree a hit lies in.
