@@ -68,6 +68,13 @@ impl<'l, 't> Recovery<'l, 't> {
     }
 }
 
+/// Whether to read a node's children, and whether the lexer agreed with the tree where it starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Descend {
+    No,
+    Yes { trusted: bool },
+}
+
 struct Reader<'r, 'l, 't> {
     src: &'r [u8],
     /// The hit: reading stops once it is passed, with the verdict.
@@ -86,11 +93,13 @@ impl Reader<'_, '_, '_> {
             let node = self.cursor.node();
             let in_error = self.errors.last().copied().unwrap_or(false);
             let descend = self.node(node, in_error)?;
-            if descend && goto_child_after(self.cursor, self.at.pos) {
-                self.errors.push(node.is_error());
-                continue;
+            if let Descend::Yes { trusted } = descend {
+                if goto_child_after(self.cursor, self.at.pos) {
+                    self.errors.push(node.is_error() || !trusted);
+                    continue;
+                }
             }
-            if descend {
+            if descend != Descend::No {
                 self.lex(node.end_byte())?; // no child reaches past the position
             }
             // The next sibling; or up, reading the bytes after a parent's last child.
@@ -107,16 +116,16 @@ impl Reader<'_, '_, '_> {
         }
     }
 
-    /// Reads one node, or says to read its children (`Continue(true)`).
-    fn node(&mut self, node: Node, in_error: bool) -> ControlFlow<Option<Comment>, bool> {
+    /// Reads one node, or says to read its children.
+    fn node(&mut self, node: Node, in_error: bool) -> ControlFlow<Option<Comment>, Descend> {
         let (start, end) = (node.start_byte(), node.end_byte());
         if end <= self.at.pos {
-            return ControlFlow::Continue(false);
+            return ControlFlow::Continue(Descend::No);
         }
         if self.at.pos < start {
             self.lex(start)?; // the bytes between nodes
             if end <= self.at.pos {
-                return ControlFlow::Continue(false);
+                return ControlFlow::Continue(Descend::No);
             }
         }
         let fresh = self.at.state == LexState::Code && self.at.pos == start;
@@ -135,10 +144,10 @@ impl Reader<'_, '_, '_> {
             // lexer, which must see the opener.
             if self.at.lexer.holds_heredoc(self.src, start..end) {
                 self.lex(end)?;
-                return ControlFlow::Continue(false);
+                return ControlFlow::Continue(Descend::No);
             }
             self.at.pos = end; // parsed soundly, before the hit: it ends in code
-            return ControlFlow::Continue(false);
+            return ControlFlow::Continue(Descend::No);
         }
         if fresh && sound && leaf && !opens && !lexed_kind && !orphan {
             // A token the tree read soundly holds the hit: it is no comment.
@@ -147,9 +156,11 @@ impl Reader<'_, '_, '_> {
         }
         if leaf || lexed_kind {
             self.lex(end)?;
-            return ControlFlow::Continue(false);
+            return ControlFlow::Continue(Descend::No);
         }
-        ControlFlow::Continue(true)
+        // A node the lexer entered out of step with the tree (inside a string the tree did not
+        // open, past its first byte): its string parts are the tree's guess, read with the lexer.
+        ControlFlow::Continue(Descend::Yes { trusted: fresh })
     }
 
     /// Comments, and text the grammar leaves unparsed (C macro bodies): read with the tokens.
@@ -232,8 +243,8 @@ const JSX_LOOKBACK: usize = 4096;
 
 /// True if `at` lies in JSX text (of a tree that starts at `start`): the nearest `<`, `>`, `{` or `}` before it is the `>` that ends
 /// a JSX tag (`<li>`, `</li>`, `<br />`, `<>`), and what lies between is text: not the `)`, `;` or
-/// `,` that follows an element in code (`<Foo />); // …`), no statement's end, no backtick (HTML
-/// in a template string).
+/// `,` that follows an element in code on its line (`<Foo />); // …`), no statement's end, no
+/// backtick (HTML in a template string).
 pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
     let from = at.saturating_sub(JSX_LOOKBACK).max(start);
     let Some(gt) = src[from..at].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k) else {
@@ -244,10 +255,8 @@ pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
     }
     let between = &src[gt + 1..at];
     let ends_statement = memchr::memmem::find(between, b";\n").is_some();
-    if super::trim_start(between).first().is_some_and(|b| b")];,".contains(b))
-        || between.contains(&b'`')
-        || ends_statement
-    {
+    let after_tag = between.iter().find(|&&b| b != b' ' && b != b'\t');
+    if after_tag.is_some_and(|b| b")];,".contains(b)) || between.contains(&b'`') || ends_statement {
         return false; // code after an element, or a template string's HTML
     }
     ends_jsx_tag(src, gt, from)
