@@ -486,10 +486,11 @@ impl<'l> FallbackLexer<'l> {
                 }
                 TokenKind::MultilineString if !self.holes.is_empty() => {
                     // Holes hold code with strings of their own (`${`…`}` inside a template):
-                    // the whole literal is read at once.
+                    // the whole literal is read at once. One that never closes that way (a
+                    // hole cut off mid-edit) is read as before, to the next closer.
                     match self.string_end(src, i, t, 0) {
                         Some(end) => Step::Next(end, state),
-                        None => Step::Next(src.len(), LexState::String(t, pending)),
+                        None => Step::Next(i + open.len(), LexState::String(t, pending)),
                     }
                 }
                 _ => Step::Next(i + open.len(), LexState::String(t, pending)),

@@ -243,8 +243,8 @@ const JSX_LOOKBACK: usize = 4096;
 
 /// True if `at` lies in JSX text (of a tree that starts at `start`): the nearest `<`, `>`, `{` or `}` before it is the `>` that ends
 /// a JSX tag (`<li>`, `</li>`, `<br />`, `<>`), and what lies between is text: not the `)`, `;` or
-/// `,` that follows an element in code on its line (`<Foo />); // …`), no statement's end, no
-/// backtick (HTML in a template string).
+/// `,` that follows an element in code on its line (`<Foo />); // …`), nor the quote that ends a
+/// string of HTML (`'<li>'; // …`), no statement's end, no backtick (HTML in a template).
 pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
     let from = at.saturating_sub(JSX_LOOKBACK).max(start);
     let Some(gt) = src[from..at].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k) else {
@@ -256,7 +256,10 @@ pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
     let between = &src[gt + 1..at];
     let ends_statement = memchr::memmem::find(between, b";\n").is_some();
     let after_tag = between.iter().find(|&&b| b != b' ' && b != b'\t');
-    if after_tag.is_some_and(|b| b")];,".contains(b)) || between.contains(&b'`') || ends_statement {
+    if after_tag.is_some_and(|b| b")];,'\"".contains(b))
+        || between.contains(&b'`')
+        || ends_statement
+    {
         return false; // code after an element, or a template string's HTML
     }
     ends_jsx_tag(src, gt, from)
@@ -286,7 +289,13 @@ fn ends_jsx_tag(src: &[u8], gt: usize, from: usize) -> bool {
     if !fragment && !named {
         return false;
     }
-    // A generic (`Array<string>`, `f<T>(x)`) follows a name; a tag follows anything else.
-    let before = src[..lt].iter().rposition(|b| !b.is_ascii_whitespace()).map(|k| src[k]);
-    !before.is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$'))
+    // A generic (`Array<string>`, `f<T>(x)`) follows a name; a tag follows anything else,
+    // keywords that take an expression too (`return <li>`).
+    let Some(last) = src[..lt].iter().rposition(|b| !b.is_ascii_whitespace()) else { return true };
+    let word = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$');
+    if !word(&src[last]) {
+        return true;
+    }
+    let start = src[..=last].iter().rposition(|b| !word(b)).map_or(0, |k| k + 1);
+    matches!(&src[start..=last], b"return" | b"yield" | b"await" | b"default" | b"case")
 }
