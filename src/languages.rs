@@ -681,5 +681,58 @@ mod tests {
             .contains("unknown grammar"));
         assert!(err("[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\ngrammar = \"python\"\ncomment-kinds = [\"remark\"]\n")
             .contains("no node kind `remark`"));
+        let with = |extra: &str| {
+            format!(
+                "[[language]]\nname = \"a\"\nfile-types = [\"x\"]\nline-comment = \"#\"\n{extra}\n"
+            )
+        };
+        assert!(err(&with("string-holes = [[\"${\", \"}\"]]")).contains("need multiline-strings"));
+        assert!(err(&with("multiline-strings = ['`']\nstring-holes = [[\"${\", \")\"]]"))
+            .contains("closes with one bracket"));
+        assert!(err(&with("multiline-strings = ['`']\nstring-holes = [[\"${\", \"}}\"]]"))
+            .contains("closes with one bracket"));
+        assert!(err(&with("variable-sigils = \"$a\"")).contains("punctuation"));
+        assert!(err(&with("block-scalar-properties = \"!\"")).contains("need block-scalars"));
+        assert!(err(&with("raw-strings = [\"\"]")).contains("must not be empty"));
+        assert!(err(&with("line-block-comments = [[\"=\", \"\"]]")).contains("must not be empty"));
+    }
+
+    /// Issue 26: the multi-line string forms the token reading needs after a syntax error are
+    /// in the rows that have them.
+    #[test]
+    fn multi_line_string_forms_are_in_the_table() {
+        let t = LanguageTable::builtin();
+        let row = |name: &str| t.get(name).unwrap();
+        let opens = |d: &[Delimiters], open: &str| d.iter().any(|d| d.open == open);
+        let bash = row("bash");
+        assert!(
+            opens(&bash.raw_strings, "'") && !opens(&bash.strings, "'"),
+            "shell '…' spans lines"
+        );
+        assert!(opens(&bash.multiline_strings, "$'") && bash.code_escapes);
+        assert!(opens(&bash.string_holes, "$("));
+        let cs = row("c-sharp");
+        for open in ["@\"", "$@\"", "@$\""] {
+            assert!(opens(&cs.raw_strings, open), "C# {open}");
+        }
+        let perl = row("perl");
+        assert_eq!(perl.variable_sigils, "$@");
+        assert!(opens(&perl.line_block_comments, "="));
+        assert!(
+            perl.block_comments.is_empty(),
+            "POD is a line-block comment, not a token anywhere"
+        );
+        assert_eq!(row("yaml").block_scalar_properties, "!&");
+        assert!(row("haskell").lexed_kinds.iter().any(|k| k == "cpp"));
+        for name in ["javascript", "tsx", "typescript"] {
+            assert!(opens(&row(name).string_holes, "${"), "{name} templates have holes");
+        }
+        assert!(row("javascript").jsx_text && row("tsx").jsx_text && !row("typescript").jsx_text);
+        // Every raw string and hole is a multi-line form: none of them is also a one-line string.
+        for lang in t.iter() {
+            for d in &lang.raw_strings {
+                assert!(!opens(&lang.strings, &d.open), "{}: {} twice", lang.name, d.open);
+            }
+        }
     }
 }
