@@ -414,9 +414,13 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
     if json {
         let mut view = ask.marker.view(&ask.file);
         view.stamped = Some(ask.stamped);
+        view.tagged = ask.stamped; // the tag follows the ask, once its file is quiet
+        view.revised = ask.revised.then_some(true);
         writeln!(out, "{}", serde_json::to_string(&view)?)?;
     } else {
         let id = ask.id().map_or_else(|| "not stamped".to_string(), |id| id.to_string());
+        // The whole text of an ask printed before, in part, under the same id.
+        let id = if ask.revised { format!("{id}, revised") } else { id };
         writeln!(
             out,
             "{}:{}  {}{}  [{id}]",

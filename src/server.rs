@@ -92,9 +92,11 @@ the project root; an ask written over several comment lines runs to end_line). T
 file around that line first (if the message has symbol and symbol_lines, read those lines: the \
 function or class the ask is about); if the ask is a question, answer it in this session; if it asks for \
 work, make the change in the code. When you are done, call the resolve_ask tool with the replyTo \
-id (or delete the whole marker comment yourself) so the file is clean; the marker was tagged \
-@claude[fw-…] when it was delivered, and a tagged marker never fires again. list_asks shows the \
-asks still open in the tree. If a message has no replyTo, the file could not be tagged \
+id (or delete the whole marker comment yourself) so the file is clean; the marker is tagged \
+@claude[fw-…] after delivery (or, where the editor autosaves, its id is kept aside), and it never \
+fires again. A message with revised=\"true\" is the whole text of an ask you got before under the \
+same replyTo, whose first words the editor had saved while the user was still typing: it \
+replaces that one. list_asks shows the asks still open in the tree. If a message has no replyTo, the file could not be tagged \
 (read-only, hard-linked, or with metadata a new file could not keep): handle the ask, and tell the \
 user to remove the marker. A message with a notice attribute is no ask: it says which session \
 receives the asks (another Claude Code session in the same project may own them); tell the user \
@@ -177,6 +179,9 @@ pub fn channel_notification(ask: &Ask) -> Value {
     if let Some(symbol) = &ask.marker.symbol {
         meta.insert("symbol".into(), json!(symbol.name));
         meta.insert("symbol_lines".into(), json!(symbol.lines()));
+    }
+    if ask.revised {
+        meta.insert("revised".into(), json!("true"));
     }
     json!({ "content": channel_content(&ask.marker.text), "meta": meta })
 }

@@ -40,6 +40,10 @@ pub struct MarkerView<'m> {
     /// announced untagged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stamped: Option<bool>,
+    /// `watch --json` only, and only when true: the whole text of an ask announced before
+    /// under the same id (its first words saved by an autosaving editor); it replaces that one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revised: Option<bool>,
 }
 
 impl Marker {
@@ -59,6 +63,7 @@ impl Marker {
             symbol: self.symbol.as_ref().map(|s| s.name.as_str()),
             symbol_lines: self.symbol.as_ref().map(|s| [s.first_line, s.last_line]),
             stamped: None,
+            revised: None,
         }
     }
 }

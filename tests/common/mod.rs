@@ -4,6 +4,8 @@
 // Each test binary compiles this module and uses what it needs of it.
 #![allow(dead_code)]
 
+pub mod tmux;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
