@@ -166,7 +166,7 @@ fn check_asks(editor: &str, asks: &[Value], typed: &[String]) {
         assert!(texts.len() <= 2, "{editor}: {id} came {} times: {texts:?}", texts.len());
         if texts.len() == 2 {
             assert_eq!(whole, &typed[0], "{editor}: a fragment of an ask after the first");
-            let revised = asks.iter().filter(|a| a["id"] == id.as_str()).next_back().unwrap();
+            let revised = asks.iter().rfind(|a| a["id"] == id.as_str()).unwrap();
             assert_eq!(revised["revised"], true, "{editor}: the whole text does not say so");
         }
     }
@@ -330,4 +330,27 @@ fn real_autosaving_editors_give_one_whole_ask_and_never_a_question() {
     if std::env::var_os("CI").is_some() {
         assert_eq!(tried.len(), 2, "CI installs tmux, emacs and nvim; tried only {tried:?}");
     }
+}
+
+/// An IDE that writes one complete save several times (the same bytes three times, 150 ms
+/// apart), with the default flags: one ask, and nothing written under the later writes.
+#[test]
+fn a_save_written_three_times_is_one_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let watch = WatchProcess::start(&root, &[], &[], DEADLINE);
+    let path = root.join("ide.py");
+    let text = "def f():\n    return 1  # @claude why one?\n";
+    for _ in 0..3 {
+        std::fs::write(&path, text).unwrap();
+        std::thread::sleep(Duration::from_millis(150)); // the IDE's pace
+    }
+    let mut asks = Vec::new();
+    asks_until(&watch, &mut asks, |got| !got.is_empty());
+    // A sentinel saved after: every ask of ide.py came before its own.
+    std::fs::write(root.join("sentinel.py"), "# @claude sentinel\n").unwrap();
+    asks_until(&watch, &mut asks, |got| got.iter().any(|a| a["file"] == "sentinel.py"));
+    let of_ide: Vec<&Value> = asks.iter().filter(|a| a["file"] == "ide.py").collect();
+    assert_eq!(of_ide.len(), 1, "{of_ide:?}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "written under the IDE's saves");
 }

@@ -54,7 +54,7 @@ impl Server {
         stderr: impl Into<Stdio>,
         args: &[&str],
     ) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+        let mut child = Command::new(common::bin())
             .env("FILEWATCH_STATE_DIR", state)
             .args(["--root"])
             .arg(root)
@@ -382,7 +382,7 @@ fn initialized_raw(
     root: &Path,
     state: &Path,
 ) -> (Child, ChildStdin, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
+    let mut child = Command::new(common::bin())
         .env("FILEWATCH_STATE_DIR", state)
         .arg("--root")
         .arg(root)
@@ -671,6 +671,34 @@ fn two_servers_on_one_root(end_owner: fn(&mut Server), tag: &str) {
     let notices = |s: &Server, kind| s.notes.iter().filter(|n| is_notice(kind)(n)).count();
     assert_eq!((notices(&a, "standby"), notices(&a, "owner")), (0, 0), "A owned from the start");
     assert_eq!((notices(&b, "standby"), notices(&b, "owner")), (1, 1), "B said each once");
+}
+
+/// What one owner announced survives a takeover: the owner announces and tags an ask and is
+/// killed; an editor's stale buffer writes the marker back untagged; the new owner knows it
+/// (the root's ledger) and does not announce it a second time. A new ask after it still goes
+/// out, once.
+#[test]
+fn a_stale_buffer_after_a_takeover_is_not_announced_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut a = Server::start_in(&root, state.path(), Stdio::inherit());
+    handshake_any_order(&mut a);
+    let mut b = Server::start_in(&root, state.path(), Stdio::inherit());
+    handshake_any_order(&mut b);
+    b.note(is_notice("standby"));
+    let stale = "def f():\n    pass  # @claude explain f\n";
+    std::fs::write(root.join("a.py"), stale).unwrap();
+    let ask = a.note(is_ask_of("a.py"));
+    let id = ask["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+    wait_for_file(&root.join("a.py"), &stale.replace("@claude", &format!("@claude[{id}]")));
+    a.child.kill().unwrap();
+    b.note(is_notice("owner"));
+    // The editor still holds the buffer it had before the tag, and saves it (with an edit).
+    std::fs::write(root.join("a.py"), format!("{stale}x = 1\n")).unwrap();
+    std::fs::write(root.join("b.py"), "# @claude after the takeover\n").unwrap();
+    b.note(is_ask_of("b.py"));
+    assert_eq!(asks_of(&b.notes, "a.py").len(), 0, "announced again after the takeover");
 }
 
 #[test]

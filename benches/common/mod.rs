@@ -75,10 +75,16 @@ pub struct Running {
 impl Running {
     /// Starts `bin watch --json --debounce 50ms ROOT` and returns once it says it is watching.
     pub fn start(bin: &Path, root: &Path) -> Running {
+        Running::start_with(bin, root, &["--debounce", &format!("{DEBOUNCE_MS}ms")])
+    }
+
+    /// Starts `bin watch --json ARGS… ROOT` and returns once it says it is watching.
+    pub fn start_with(bin: &Path, root: &Path, args: &[&str]) -> Running {
         let state = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let mut child = Command::new(bin)
-            .args(["watch", "--json", "--debounce", &format!("{DEBOUNCE_MS}ms")])
+            .args(["watch", "--json"])
+            .args(args)
             .arg(root)
             .env("FILEWATCH_STATE_DIR", state.path())
             .stdin(Stdio::null())

@@ -42,6 +42,13 @@ impl Drop for Sysctl {
     }
 }
 
+/// The binary under test: this build's, or `$FILEWATCH_TEST_BIN` (to show that a test fails on
+/// an older build, say).
+pub fn bin() -> std::ffi::OsString {
+    std::env::var_os("FILEWATCH_TEST_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_filewatch-mcp").into())
+}
+
 /// A running `watch --json`: its asks (one JSON object each) and its stderr lines.
 pub struct WatchProcess {
     pub child: Child,
@@ -62,7 +69,7 @@ impl WatchProcess {
 
     /// Starts `watch --json ARGS… ROOT` like [`WatchProcess::start`], without waiting for it.
     pub fn spawn(root: &Path, args: &[&str], env: &[(&str, &Path)]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"));
+        let mut command = Command::new(bin());
         command.args(["watch", "--json"]).args(args).arg(root);
         for (key, value) in env {
             command.env(key, value);
