@@ -54,7 +54,19 @@ impl Server {
         stderr: impl Into<Stdio>,
         args: &[&str],
     ) -> Server {
-        let mut child = Command::new(common::bin())
+        let command = Command::new(common::bin());
+        Server::spawn(command, root, state, stderr, args)
+    }
+
+    /// `command` (the binary, or the binary run as another user) as a server on `root`.
+    fn spawn(
+        mut command: Command,
+        root: &Path,
+        state: &Path,
+        stderr: impl Into<Stdio>,
+        args: &[&str],
+    ) -> Server {
+        let mut child = command
             .env("FILEWATCH_STATE_DIR", state)
             .args(["--root"])
             .arg(root)
@@ -747,4 +759,30 @@ fn watch_on_an_owned_root_waits_then_takes_over() {
     std::fs::write(root.join("c.py"), "# @claude sentinel\n").unwrap();
     let next = watch.asks.recv_timeout(DEADLINE).expect("an ask printed");
     assert_eq!(next["file"], "c.py", "b.py printed twice, or a.py printed: {next}");
+}
+
+/// Two triggers are two audiences: `watch --trigger @bob` on a root gets the `@bob` asks, and a
+/// Claude session on the same root (`@claude`) owns its own and hears them at once, instead of
+/// standing by until the watch exits.
+#[test]
+fn two_triggers_on_one_root_are_two_owners() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let watch = WatchProcess::start(
+        &root,
+        &["--debounce", "100ms", "--trigger", "@bob"],
+        &[("FILEWATCH_STATE_DIR", state.path())],
+        DEADLINE,
+    );
+    let mut s = Server::start_in(&root, state.path(), Stdio::inherit());
+    handshake_any_order(&mut s);
+
+    std::fs::write(root.join("a.py"), "# @claude for the session\n").unwrap();
+    let ask = s.note(|n| is_ask_of("a.py")(n) || is_notice("standby")(n));
+    assert!(is_ask_of("a.py")(&ask), "the session stands by for another trigger's owner: {ask}");
+    std::fs::write(root.join("b.py"), "# @bob for the terminal\n").unwrap();
+    let printed = watch.asks.recv_timeout(DEADLINE).expect("an ask printed");
+    assert_eq!(printed["file"], "b.py", "{printed}");
+    assert_eq!(printed["text"], "@bob for the terminal", "{printed}");
 }
