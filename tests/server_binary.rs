@@ -786,3 +786,95 @@ fn two_triggers_on_one_root_are_two_owners() {
     assert_eq!(printed["file"], "b.py", "{printed}");
     assert_eq!(printed["text"], "@bob for the terminal", "{printed}");
 }
+
+/// The binary as a user without special rights (root writes everywhere, so as root: nobody,
+/// through `setpriv`); `None` where that is impossible.
+#[cfg(unix)]
+fn unprivileged() -> Option<Command> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(Command::new(env!("CARGO_BIN_EXE_filewatch-mcp")));
+    }
+    Command::new("setpriv").arg("--version").output().ok()?;
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    cmd.arg(env!("CARGO_BIN_EXE_filewatch-mcp"));
+    Some(cmd)
+}
+
+/// Everything the server writes to stderr, once it has exited (or been killed).
+fn stderr_of(s: &mut Server) -> std::thread::JoinHandle<String> {
+    use std::io::Read;
+    let mut err = s.child.stderr.take().expect("stderr piped");
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = err.read_to_string(&mut text);
+        eprint!("{text}");
+        text
+    })
+}
+
+/// True once the server answered `initialize`, false if it exited first; panics if it does
+/// neither within the deadline (it hangs).
+fn initialized_or_exited(s: &mut Server, what: &str) -> bool {
+    if let Some(stdin) = s.stdin.as_mut() {
+        let _ = writeln!(stdin, "{INITIALIZE}").and_then(|()| stdin.flush());
+    }
+    match s.lines.recv_timeout(DEADLINE) {
+        Ok(line) => {
+            assert!(line.contains("protocolVersion"), "{what}: {line}");
+            if let Some(stdin) = s.stdin.as_mut() {
+                let _ = writeln!(stdin, "{INITIALIZED}").and_then(|()| stdin.flush());
+            }
+            true
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => false,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: neither answered initialize nor exited within {DEADLINE:?}")
+        }
+    }
+}
+
+/// `--tag never` keeps the owner lock and the ledger in the state directory. One the server
+/// cannot write (another user's, read-only) must not make two sessions on a root both announce
+/// every ask: each refuses to start and says why, or, if both run, one of them stands by.
+#[cfg(unix)]
+#[test]
+fn tag_never_with_a_state_directory_it_cannot_write_never_announces_twice() {
+    use std::os::unix::fs::PermissionsExt;
+    if unprivileged().is_none() {
+        eprintln!("no setpriv to run as another user; skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let mut running = Vec::new();
+    for name in ["A", "B"] {
+        let cmd = unprivileged().unwrap();
+        let mut s = Server::spawn(cmd, &root, state.path(), Stdio::piped(), &["--tag", "never"]);
+        let err = stderr_of(&mut s);
+        if initialized_or_exited(&mut s, name) {
+            running.push(s);
+            continue;
+        }
+        let status = s.child.wait().unwrap();
+        let err = err.join().unwrap();
+        assert!(!status.success(), "{name} exited with success: {err}");
+        let dir = state.path().display().to_string();
+        assert!(err.contains(&dir) && err.contains("--tag never"), "{name}: unclear: {err}");
+    }
+    if running.len() < 2 {
+        return; // refused: nothing can be announced twice
+    }
+    // Both run: one must stand by (a standby says so at once).
+    std::fs::write(root.join("a.py"), "# @claude once\n").unwrap();
+    let said: Vec<Value> = running
+        .iter_mut()
+        .map(|s| s.note(|n| is_ask_of("a.py")(n) || is_notice("standby")(n)))
+        .collect();
+    let asks = said.iter().filter(|n| is_ask_of("a.py")(n)).count();
+    assert_eq!(asks, 1, "both servers announced the ask: {said:?}");
+}
