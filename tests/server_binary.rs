@@ -878,3 +878,65 @@ fn tag_never_with_a_state_directory_it_cannot_write_never_announces_twice() {
     let asks = said.iter().filter(|n| is_ask_of("a.py")(n)).count();
     assert_eq!(asks, 1, "both servers announced the ask: {said:?}");
 }
+
+/// The state directory is trusted no more than the tree: a FIFO, or a symlink to `/dev/zero`,
+/// where the owner lock, the owner record, the ledger or its lock is must neither hang the
+/// server (before `initialize`, deaf to stdin EOF) nor be read: it starts, or refuses to and
+/// names the file.
+#[cfg(unix)]
+#[test]
+fn hostile_files_in_the_state_directory_neither_hang_the_server_nor_get_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let good = tempfile::tempdir().unwrap();
+    let never = ["--tag", "never"];
+    // A run that makes every state file.
+    let mut a = Server::start_with_args(&root, good.path(), Stdio::inherit(), &never);
+    handshake_any_order(&mut a);
+    std::fs::write(root.join("a.py"), "# @claude make the ledger\n").unwrap();
+    a.note(is_ask_of("a.py"));
+    drop(a.stdin.take());
+    a.wait_exit();
+    let mut names: Vec<String> = std::fs::read_dir(good.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "the owner lock and record, the ledger and its lock: {names:?}");
+    for name in &names {
+        for kind in ["fifo", "symlink to /dev/zero"] {
+            let what = format!("{name} as a {kind}");
+            let state = tempfile::tempdir().unwrap();
+            for n in &names {
+                std::fs::copy(good.path().join(n), state.path().join(n)).unwrap();
+            }
+            // The record is read by a server that finds the root owned: an owner first.
+            let _owner = name.ends_with("owner.json").then(|| {
+                let mut o = Server::start_with_args(&root, state.path(), Stdio::inherit(), &never);
+                handshake_any_order(&mut o);
+                o
+            });
+            let target = state.path().join(name);
+            std::fs::remove_file(&target).unwrap();
+            if kind == "fifo" {
+                let made = Command::new("mkfifo").arg(&target).status().unwrap();
+                assert!(made.success());
+            } else {
+                std::os::unix::fs::symlink("/dev/zero", &target).unwrap();
+            }
+            let cmd = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"));
+            let mut s = Server::spawn(cmd, &root, state.path(), Stdio::piped(), &never);
+            let err = stderr_of(&mut s);
+            if initialized_or_exited(&mut s, &what) {
+                drop(s.stdin.take());
+                s.wait_exit(); // ends on stdin EOF
+                eprintln!("{what}: started");
+                continue;
+            }
+            let status = s.child.wait().unwrap();
+            let err = err.join().unwrap();
+            assert!(!status.success(), "{what}: exited with success: {err}");
+            assert!(err.contains(name.as_str()), "{what}: the error does not name it: {err}");
+        }
+    }
+}
