@@ -317,4 +317,70 @@ mod tests {
         assert!(files.len() <= 2, "the ledger and its lock file only");
         assert!(std::fs::read_dir(root.path()).unwrap().next().is_none(), "nothing in the tree");
     }
+
+    /// The ledger file in `state` (the one that is not a lock).
+    fn ledger_file(state: &Path) -> PathBuf {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(state)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_none_or(|x| x != "lock"))
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        files.pop().unwrap()
+    }
+
+    fn many(from: u32, n: u32) -> Vec<AskRecord> {
+        (from..from + n)
+            .map(|i| record(&format!("fw-{i:08x}"), "a.py", &format!("@claude {i}")))
+            .collect()
+    }
+
+    /// A change costs what it changes, not what the ledger holds: it is appended, and the
+    /// bytes already there stay where they are (same file, same bytes).
+    #[test]
+    fn a_change_appends_to_the_ledger_instead_of_rewriting_it() {
+        use std::os::unix::fs::MetadataExt;
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.py"), "").unwrap();
+        let asks = Asks::with_ledger_in(state.path(), root.path()).unwrap();
+        asks.update(|r| r.extend(many(1, 1000)));
+        let path = ledger_file(state.path());
+        let (before, meta) = (std::fs::read(&path).unwrap(), std::fs::metadata(&path).unwrap());
+        asks.update(|r| r.extend(many(5000, 1)));
+        let (after, now) = (std::fs::read(&path).unwrap(), std::fs::metadata(&path).unwrap());
+        assert_eq!((now.dev(), now.ino()), (meta.dev(), meta.ino()), "the ledger was replaced");
+        assert!(after.starts_with(&before), "the ledger was rewritten");
+        assert!(
+            after.len() - before.len() < 1000,
+            "{} bytes written for one ask",
+            after.len() - before.len()
+        );
+        assert_eq!(Asks::with_ledger_in(state.path(), root.path()).unwrap().snapshot().len(), 1001);
+    }
+
+    /// A server killed while it appends leaves a torn last line: that line is lost, nothing
+    /// else, and the next change is not glued to it.
+    #[test]
+    fn a_torn_last_line_loses_nothing_else() {
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.py"), "").unwrap();
+        let open = || Asks::with_ledger_in(state.path(), root.path());
+        let asks = open().unwrap();
+        for r in many(1, 3) {
+            asks.update(|records| records.push(r));
+        }
+        let path = ledger_file(state.path());
+        let whole = std::fs::read(&path).unwrap();
+        let torn = &whole[..whole.len() - 20];
+        std::fs::write(&path, torn).unwrap();
+        let reopened = open().expect("a torn ledger opens");
+        let ids: Vec<String> = reopened.snapshot().iter().map(|r| r.id.to_string()).collect();
+        assert_eq!(ids, ["fw-00000001", "fw-00000002"], "only the torn record is lost");
+        reopened.update(|r| r.extend(many(10, 1)));
+        let ids: Vec<String> =
+            open().unwrap().snapshot().iter().map(|r| r.id.to_string()).collect();
+        assert_eq!(ids, ["fw-00000001", "fw-00000002", "fw-0000000a"]);
+    }
 }
