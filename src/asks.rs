@@ -1,11 +1,20 @@
 //! The asks a root has announced: pending until resolved, then remembered for a while, so that
 //! an editor's stale buffer writing a marker back (without its tag, or after it was resolved)
-//! is recognised as the same ask and never fires twice. Kept in memory with `--tag file`; with
-//! `--tag never`, in a ledger file in the user's state directory, shared by every server on the
-//! root and kept across restarts.
+//! is recognised as the same ask and never fires twice. Kept in a ledger per root and trigger
+//! in the user's state directory ([`crate::state`]), shared under a lock by every server on
+//! the root and kept across restarts and takeovers; in memory only where there is no ledger.
+//!
+//! The ledger is a log of JSON lines: a header, then one line per change (`{"ask": {…}}` for
+//! a record as it now is, `{"drop": "fw-…"}` for one forgotten). A change appends its own lines
+//! and reads only the lines other servers appended since: its cost does not grow with the
+//! ledger. A line torn by a server killed while writing is never applied and is cut before the
+//! next append; once the log holds twice the lines it has records, it is rewritten whole
+//! (atomically: a temp file renamed over it), and the other servers read the new one.
 
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::Write;
+use std::hash::{Hash, Hasher};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,6 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
+use crate::state::{self, Place};
+use crate::sys;
 
 /// How long a resolved ask is remembered. A buffer left open in an editor is written back
 /// minutes after the marker was removed, not hours; after this, the same text typed again is a
@@ -30,8 +41,9 @@ pub enum TagMode {
     Never,
 }
 
-/// One announced ask.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One announced ask. Stored as serde writes it (fields added later need `#[serde(default)]`,
+/// so that older ledgers still read), and hashed to tell which records a change touched.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AskRecord {
     /// Its id (`replyTo`).
     pub id: MarkerId,
@@ -75,76 +87,78 @@ struct Inner {
 }
 
 impl Asks {
-    /// Asks remembered for this run only (`--tag file`: the tags in the files are the record
-    /// that outlives the run).
+    /// Asks remembered for this run only.
     pub fn in_memory() -> Asks {
         Asks { inner: Arc::new(Mutex::new(Inner { records: Vec::new(), ledger: None })) }
     }
 
-    /// Asks kept in the root's ledger (`--tag never`) in the user's state directory, loaded now.
-    pub fn with_ledger(root: &Path) -> Result<Asks, StartError> {
-        Asks::with_ledger_in(&state_dir().ok_or(StartError::NoStateDir)?, root)
-    }
-
-    /// Asks kept in the root's ledger in `state_dir`, loaded now.
-    pub fn with_ledger_in(state_dir: &Path, root: &Path) -> Result<Asks, StartError> {
-        let ledger = Ledger::for_root(state_dir, root)?;
-        let records = ledger
-            .load(root)
-            .map_err(|source| StartError::Ledger { path: ledger.path.clone(), source })?;
-        Ok(Asks { inner: Arc::new(Mutex::new(Inner { records, ledger: Some(ledger) })) })
-    }
-
-    /// The asks for `mode` on `root`: the root's ledger in both modes — what one session
-    /// announced is known to the next owner of the root, and to a standby, even before its
-    /// tag is written — except that with `--tag file` a state directory that cannot be used
-    /// costs only that (the tags in the files remain), with a warning.
-    pub fn for_mode(mode: TagMode, root: &Path) -> Result<Asks, StartError> {
-        match mode {
-            TagMode::File => Ok(Asks::with_ledger(root).unwrap_or_else(|e| {
-                tracing::warn!("{e}; asks are remembered by this session only");
-                Asks::in_memory()
-            })),
-            TagMode::Never => Asks::with_ledger(root),
+    /// The asks of `root` (canonical) for `trigger`, in their ledger in the user's state
+    /// directory, loaded now: the ledger in both modes — what one session announced is known
+    /// to the next owner of the root, and to a standby, even before its tag is written. With
+    /// `--tag never` the ledger is the only record of what was
+    /// announced, so a state directory that cannot hold it (none set, not writable, a FIFO or
+    /// a symlink where the ledger or its lock belongs) is an error: starting anyway would
+    /// announce every ask again in each session and after each restart. With `--tag file` the
+    /// tags in the files still keep an ask from firing twice: the asks are kept in memory for
+    /// this run, with a warning that says why.
+    pub fn for_mode(mode: TagMode, root: &Path, trigger: &str) -> Result<Asks, StartError> {
+        let opened = match state::state_dir() {
+            Some(dir) => Asks::with_ledger_in(&dir, root, trigger),
+            None => Err(StartError::NoStateDir),
+        };
+        match (opened, mode) {
+            (Ok(asks), _) => Ok(asks),
+            (Err(e), TagMode::Never) => Err(e),
+            (Err(e), TagMode::File) => {
+                Problem::AsksInMemory(e.to_string()).log();
+                Ok(Asks::in_memory())
+            }
         }
+    }
+
+    /// The asks of `root` for `trigger` in their ledger in `state_dir`, loaded now.
+    pub fn with_ledger_in(
+        state_dir: &Path,
+        root: &Path,
+        trigger: &str,
+    ) -> Result<Asks, StartError> {
+        let place = Place::new(state_dir, root, trigger);
+        let (ledger, records) = Ledger::open(&place, root, trigger)?;
+        Ok(Asks { inner: Arc::new(Mutex::new(Inner { records, ledger: Some(ledger) })) })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `f` on the records, with the ledger (if any) re-read first and written after,
-    /// under its file lock: two servers on one root see each other's asks.
+    /// Runs `f` on the records, with the ledger (if any) brought up to date first and what `f`
+    /// changed appended after, under the ledger's lock: two servers on one root see each
+    /// other's asks.
     pub fn update<T>(&self, f: impl FnOnce(&mut Vec<AskRecord>) -> T) -> T {
         let mut inner = self.lock();
         let Inner { records, ledger } = &mut *inner;
-        let Some(ledger) = ledger else {
+        let Some(Ledger { lock_path, lock, log }) = ledger else {
             let out = f(records);
             prune(records, now());
             return out;
         };
-        let guard = match ledger.lock_file() {
-            Ok(g) => Some(g),
+        let held = match lock.hold(lock_path) {
+            Ok(held) => Some(held),
             Err(source) => {
-                Problem::Ledger { path: ledger.path.clone(), source }.log();
+                Problem::Ledger { path: lock_path.clone(), source }.log();
                 None
             }
         };
-        if guard.is_some() {
-            match ledger.load(&ledger.root) {
-                Ok(fresh) => *records = fresh,
-                Err(source) => Problem::Ledger { path: ledger.path.clone(), source }.log(),
-            }
-        }
-        let before = records.clone();
+        let fresh = held.is_some() && log.refresh(records).map_err(|e| log.problem(e)).is_ok();
         let out = f(records);
         prune(records, now());
-        // Written only when something changed: most saves only look.
-        if guard.is_some() && *records != before {
-            if let Err(source) = ledger.save(records) {
-                Problem::Ledger { path: ledger.path.clone(), source }.log();
+        // Written only when up to date: a change made on a stale view would undo others'.
+        if fresh {
+            if let Err(e) = log.record(records) {
+                log.problem(e);
             }
         }
+        drop(held);
         out
     }
 
@@ -188,91 +202,412 @@ pub fn now() -> u64 {
 
 // ---- the ledger ------------------------------------------------------------------------------
 
-/// The `--tag never` ledger: `<state dir>/filewatch-mcp/<hash of the canonical root>.json`,
-/// never inside the working tree, written atomically (temp file and rename) under a lock file.
-struct Ledger {
-    root: PathBuf,
-    path: PathBuf,
-}
+/// Ledgers over this size are not read: one this program wrote holds a few hundred bytes per
+/// ask, and is compacted at twice what it holds.
+const MAX_LEDGER_BYTES: u64 = 256 << 20;
 
-/// The ledger file as written.
-#[derive(Serialize, Deserialize)]
-struct LedgerFile {
-    /// The root it belongs to (for people reading the state directory).
-    root: PathBuf,
-    asks: Vec<AskRecord>,
+/// The log is rewritten once it holds this many lines more than twice its records: a rewrite
+/// costs what the ledger holds, so it comes once per that many changes.
+#[cfg(not(test))]
+const COMPACT_SLACK: usize = 4096;
+#[cfg(test)]
+const COMPACT_SLACK: usize = 8;
+
+/// The ledger of one root and trigger: its lock file and its log.
+struct Ledger {
+    lock_path: PathBuf,
+    lock: LockFile,
+    log: Log,
 }
 
 impl Ledger {
-    fn for_root(dir: &Path, root: &Path) -> Result<Ledger, StartError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| StartError::Ledger { path: dir.to_path_buf(), source })?;
-        let path = dir.join(format!("{:016x}.json", stable_hash(root)));
-        Ok(Ledger { root: root.to_path_buf(), path })
+    /// Opens (or makes) the ledger at `place` and reads it, under its lock.
+    fn open(
+        place: &Place,
+        root: &Path,
+        trigger: &str,
+    ) -> Result<(Ledger, Vec<AskRecord>), StartError> {
+        let error = |path: PathBuf| move |source| StartError::Ledger { path, source };
+        place.make_dir().map_err(error(place.dir().to_path_buf()))?;
+        let lock_path = place.file("asks.lock");
+        let mut lock = LockFile::open(&lock_path).map_err(error(lock_path.clone()))?;
+        let held = lock.hold(&lock_path).map_err(error(lock_path.clone()))?;
+        let path = place.file("asks.jsonl");
+        let opened = Log::open(place, root, trigger).map_err(error(path));
+        drop(held);
+        let (log, records) = opened?;
+        Ok((Ledger { lock_path, lock, log }, records))
+    }
+}
+
+/// A lock file, kept open; locked for each change.
+struct LockFile {
+    file: File,
+}
+
+/// The lock held; let go when dropped (a panic in a change too).
+struct Held<'a>(&'a File);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+impl LockFile {
+    fn open(path: &Path) -> io::Result<LockFile> {
+        Ok(LockFile { file: state::open(path)? })
     }
 
-    fn lock_file(&self) -> std::io::Result<File> {
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.path.with_extension("lock"))?;
-        lock.lock()?;
-        Ok(lock) // unlocked when dropped
+    /// Waits for the lock. A lock file removed or replaced meanwhile (a state directory
+    /// cleaned up under a running server) is the one the others lock no longer: the one now
+    /// at the path is opened and locked instead.
+    fn hold(&mut self, path: &Path) -> io::Result<Held<'_>> {
+        for _ in 0..3 {
+            self.file.lock()?;
+            let now = sys::path_file_id(path).ok().flatten();
+            if now.is_some() && now == Some(sys::file_id(&self.file)?) {
+                return Ok(Held(&self.file));
+            }
+            self.file.unlock()?;
+            self.file = state::open(path)?;
+        }
+        Err(io::Error::other("the lock file is replaced again and again"))
     }
+}
 
-    /// The records, without pending asks whose file is gone.
-    fn load(&self, root: &Path) -> std::io::Result<Vec<AskRecord>> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
+/// The log, as far as this server has read it.
+struct Log {
+    path: PathBuf,
+    /// The state directory's name for this ledger (temp files of its rewrites start with it).
+    prefix: String,
+    root: PathBuf,
+    trigger: String,
+    file: File,
+    /// What makes `file` the file it is: a log rewritten by another server is another file.
+    id: (u64, u64),
+    /// Bytes read and applied: always the end of a complete line.
+    read_to: u64,
+    /// Lines in the log, for when to rewrite it.
+    lines: usize,
+    /// Each record's hash as the log last had it: what a change touched is what differs.
+    written: HashMap<MarkerId, u64>,
+}
+
+/// One line of the log, as read.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Entry {
+    /// The header: what the ledger belongs to (for people reading the state directory).
+    Ledger(serde::de::IgnoredAny),
+    /// A record as it now is.
+    Ask(AskRecord),
+    /// A record forgotten.
+    Drop(MarkerId),
+}
+
+/// One line of the log, as written.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum EntryOut<'a> {
+    Ledger { version: u32, root: &'a Path, trigger: &'a str },
+    Ask(&'a AskRecord),
+    Drop(MarkerId),
+}
+
+/// The ledger file of the version before (one JSON document, rewritten whole on each change):
+/// read once, into the log.
+#[derive(Deserialize)]
+struct OldLedger {
+    asks: Vec<AskRecord>,
+}
+
+impl Log {
+    /// Opens the log at `place` (made if missing) and reads it whole; the lock is held.
+    fn open(place: &Place, root: &Path, trigger: &str) -> io::Result<(Log, Vec<AskRecord>)> {
+        let path = place.file("asks.jsonl");
+        let mut file = state::open(&path)?;
+        let bytes = state::read_at_most(&mut file, MAX_LEDGER_BYTES)?;
+        let id = sys::file_id(&file)?;
+        let prefix = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut log = Log {
+            path,
+            prefix,
+            root: root.to_path_buf(),
+            trigger: trigger.to_string(),
+            file,
+            id,
+            read_to: 0,
+            lines: 0,
+            written: HashMap::new(),
         };
-        let file: LedgerFile = serde_json::from_slice(&bytes)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        let mut asks = file.asks;
-        asks.retain(|r| root.join(&r.file).exists());
-        Ok(asks)
+        log.remove_stale_temps(place);
+        let mut records = Vec::new();
+        log.apply(&bytes, &mut records);
+        let old = place.file("json");
+        let imported = bytes.is_empty() && log.import(&old, &mut records);
+        // A pending ask whose file is gone will not be resolved; a resolved one, not typed back.
+        records.retain(|r| root.join(&r.file).exists());
+        prune(&mut records, now());
+        log.written = records.iter().map(|r| (r.id, fingerprint(r))).collect();
+        if bytes.is_empty() || log.lines > 2 * records.len() + COMPACT_SLACK {
+            log.compact(&records)?;
+        }
+        if imported {
+            // In the log now, and synced there: the old file would only be read again.
+            let _ = std::fs::remove_file(&old);
+        }
+        Ok((log, records))
     }
 
-    fn save(&self, records: &[AskRecord]) -> std::io::Result<()> {
+    /// Removes what a rewrite killed halfway left (its temp file). Only this ledger's: the
+    /// lock held says no rewrite of it is running.
+    fn remove_stale_temps(&self, place: &Place) {
+        let Ok(entries) = std::fs::read_dir(place.dir()) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&self.prefix) && name.ends_with(".tmp") && name != self.prefix {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// Reads the ledger the version before wrote at `old`, if there is one, into `records`.
+    fn import(&self, old: &Path, records: &mut Vec<AskRecord>) -> bool {
+        let read = state::open_existing(old)
+            .and_then(|mut f| state::read_at_most(&mut f, MAX_LEDGER_BYTES));
+        let parsed = read.and_then(|bytes| {
+            serde_json::from_slice::<OldLedger>(&bytes)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        });
+        match parsed {
+            Ok(ledger) => {
+                tracing::debug!(
+                    "{}: {} asks read into {}",
+                    old.display(),
+                    ledger.asks.len(),
+                    self.path.display()
+                );
+                records.extend(ledger.asks);
+                true
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(source) => {
+                Problem::Ledger { path: old.to_path_buf(), source }.log();
+                false
+            }
+        }
+    }
+
+    fn problem(&self, source: io::Error) {
+        Problem::Ledger { path: self.path.clone(), source }.log();
+    }
+
+    /// Brings `records` up to date with the log: the lines appended since it was last read, or
+    /// all of it if it was rewritten (or removed) meanwhile. The lock is held.
+    fn refresh(&mut self, records: &mut Vec<AskRecord>) -> io::Result<()> {
+        let same = sys::path_file_id(&self.path).ok().flatten() == Some(self.id);
+        let len = self.file.metadata()?.len();
+        if !same || len < self.read_to {
+            return self.reload(records);
+        }
+        if len == self.read_to {
+            return Ok(()); // nobody wrote: the common case
+        }
+        if len > MAX_LEDGER_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("over {MAX_LEDGER_BYTES} bytes"),
+            ));
+        }
+        self.file.seek(SeekFrom::Start(self.read_to))?;
+        let mut tail = Vec::new();
+        (&self.file).take(len - self.read_to).read_to_end(&mut tail)?;
+        self.apply(&tail, records);
+        Ok(())
+    }
+
+    /// Reads the log at the path anew: another server rewrote it, or it was removed (then it is
+    /// made again, holding what this server knows).
+    fn reload(&mut self, records: &mut Vec<AskRecord>) -> io::Result<()> {
+        let mut file = state::open(&self.path)?;
+        let bytes = state::read_at_most(&mut file, MAX_LEDGER_BYTES)?;
+        self.id = sys::file_id(&file)?;
+        self.file = file;
+        (self.read_to, self.lines) = (0, 0);
+        self.written.clear();
+        if bytes.is_empty() {
+            return self.compact(records);
+        }
+        records.clear();
+        self.apply(&bytes, records);
+        Ok(())
+    }
+
+    /// Applies the complete lines of `bytes` (the log from `read_to` on) to `records`. A line
+    /// that does not parse is skipped, said once; a last line without its newline is a write
+    /// torn by a server killed meanwhile: not applied, and cut before the next append.
+    fn apply(&mut self, bytes: &[u8], records: &mut Vec<AskRecord>) {
+        let mut at = 0;
+        let mut entries = Vec::new();
+        let mut bad = 0;
+        while let Some(n) = memchr::memchr(b'\n', &bytes[at..]) {
+            match serde_json::from_slice::<Entry>(&bytes[at..at + n]) {
+                Ok(entry) => entries.push(entry),
+                Err(_) => bad += 1,
+            }
+            at += n + 1;
+            self.lines += 1;
+        }
+        self.read_to += at as u64;
+        if bad > 0 {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{bad} lines are no ledger entries; skipped"),
+            );
+            self.problem(e);
+        }
+        if entries.iter().all(|e| matches!(e, Entry::Ledger(_))) {
+            return;
+        }
+        let mut at: HashMap<MarkerId, usize> =
+            records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+        let mut dropped = HashSet::new();
+        for entry in entries {
+            match entry {
+                Entry::Ledger(_) => {}
+                Entry::Ask(r) => {
+                    self.written.insert(r.id, fingerprint(&r));
+                    dropped.remove(&r.id);
+                    match at.get(&r.id) {
+                        Some(&i) => records[i] = r,
+                        None => {
+                            at.insert(r.id, records.len());
+                            records.push(r);
+                        }
+                    }
+                }
+                Entry::Drop(id) => {
+                    self.written.remove(&id);
+                    dropped.insert(id);
+                }
+            }
+        }
+        if !dropped.is_empty() {
+            records.retain(|r| !dropped.contains(&r.id));
+        }
+    }
+
+    /// Appends what differs between `records` and the log (records new or changed, records
+    /// gone), then rewrites the log if it has grown to twice what it holds. The lock is held
+    /// and the log read to its end.
+    fn record(&mut self, records: &[AskRecord]) -> io::Result<()> {
+        let mut out = Vec::new();
+        let mut changed = Vec::new();
+        let mut known = 0;
+        for r in records {
+            let hash = fingerprint(r);
+            if let Some(&was) = self.written.get(&r.id) {
+                known += 1;
+                if was == hash {
+                    continue;
+                }
+            }
+            line(&mut out, &EntryOut::Ask(r))?;
+            changed.push((r.id, hash));
+        }
+        let mut gone = Vec::new();
+        if known < self.written.len() {
+            let present: HashSet<MarkerId> = records.iter().map(|r| r.id).collect();
+            gone.extend(self.written.keys().filter(|id| !present.contains(id)).copied());
+            for &id in &gone {
+                line(&mut out, &EntryOut::Drop(id))?;
+            }
+        }
+        if out.is_empty() {
+            return Ok(()); // most changes only look
+        }
+        self.append(&out)?;
+        self.lines += changed.len() + gone.len();
+        self.written.extend(changed);
+        for id in gone {
+            self.written.remove(&id);
+        }
+        if self.lines > 2 * records.len() + COMPACT_SLACK {
+            self.compact(records)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` (whole lines) at the end of what was read, and syncs them. Whatever lies
+    /// past that end is a line torn by a writer killed meanwhile (only a writer holding the lock
+    /// writes, and the lock is ours): it is cut, never glued to.
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.file.metadata()?.len() != self.read_to {
+            self.file.set_len(self.read_to)?;
+        }
+        self.file.seek(SeekFrom::Start(self.read_to))?;
+        // A failure here leaves a torn line past `read_to`: cut by the next append.
+        self.file.write_all(bytes)?;
+        self.file.sync_data()?;
+        self.read_to += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Rewrites the log to hold `records` only: a temp file beside it, synced, renamed over it.
+    /// A server killed meanwhile leaves the old log (and a temp file the next open removes).
+    fn compact(&mut self, records: &[AskRecord]) -> io::Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        let file = LedgerFile { root: self.root.clone(), asks: records.to_vec() };
-        serde_json::to_writer_pretty(&mut tmp, &file)?;
-        tmp.write_all(b"\n")?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&format!("{}.", self.prefix))
+            .suffix(".tmp")
+            .tempfile_in(dir)?;
+        {
+            let mut w = BufWriter::new(tmp.as_file_mut());
+            let header = EntryOut::Ledger { version: 1, root: &self.root, trigger: &self.trigger };
+            let mut buf = Vec::new();
+            line(&mut buf, &header)?;
+            for r in records {
+                line(&mut buf, &EntryOut::Ask(r))?;
+                if buf.len() > 64 * 1024 {
+                    w.write_all(&buf)?;
+                    buf.clear();
+                }
+            }
+            w.write_all(&buf)?;
+            w.flush()?;
+        }
         tmp.as_file().sync_all()?;
-        tmp.persist(&self.path).map_err(|e| e.error)?;
+        let file = tmp.persist(&self.path).map_err(|e| e.error)?;
+        self.id = sys::file_id(&file)?;
+        self.read_to = file.metadata()?.len();
+        self.file = file;
+        self.lines = records.len() + 1;
+        self.written = records.iter().map(|r| (r.id, fingerprint(r))).collect();
         Ok(())
     }
 }
 
-/// `$FILEWATCH_STATE_DIR`, else the platform's state directory: `$XDG_STATE_HOME` or
-/// `~/.local/state` on Unix, `%LOCALAPPDATA%` on Windows; with `filewatch-mcp` appended.
-pub(crate) fn state_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("FILEWATCH_STATE_DIR") {
-        return Some(PathBuf::from(dir));
-    }
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .or_else(|| std::env::var_os("LOCALAPPDATA").map(PathBuf::from))?;
-    Some(base.join("filewatch-mcp"))
+/// `entry` as one JSON line at the end of `out`.
+fn line(out: &mut Vec<u8>, entry: &EntryOut<'_>) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, entry)?;
+    out.push(b'\n');
+    Ok(())
 }
 
-/// A hash of the root's path that is the same in every run and every build (FNV-1a), so a
-/// restarted server finds its ledger.
-/// (std's `DefaultHasher` may change its output between Rust versions.)
-pub(crate) fn stable_hash(root: &Path) -> u64 {
-    root.as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+/// A hash of everything in the record: two records that hash alike are (but for a 2^-64
+/// chance) the same.
+fn fingerprint(r: &AskRecord) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    r.hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scan::DEFAULT_TRIGGER;
 
     fn record(id: &str, file: &str, text: &str) -> AskRecord {
         AskRecord {
@@ -304,7 +639,7 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let root = tempfile::tempdir().unwrap();
         std::fs::write(root.path().join("a.py"), "").unwrap();
-        let open = || Asks::with_ledger_in(state.path(), root.path()).unwrap();
+        let open = || Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
         let (one, two) = (open(), open());
         one.update(|r| r.push(record("fw-00000001", "a.py", "@claude x")));
         assert_eq!(two.snapshot().len(), 1, "another server sees it");
@@ -339,24 +674,29 @@ mod tests {
     /// bytes already there stay where they are (same file, same bytes).
     #[test]
     fn a_change_appends_to_the_ledger_instead_of_rewriting_it() {
-        use std::os::unix::fs::MetadataExt;
         let state = tempfile::tempdir().unwrap();
         let root = tempfile::tempdir().unwrap();
         std::fs::write(root.path().join("a.py"), "").unwrap();
-        let asks = Asks::with_ledger_in(state.path(), root.path()).unwrap();
+        let asks = Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
         asks.update(|r| r.extend(many(1, 1000)));
         let path = ledger_file(state.path());
-        let (before, meta) = (std::fs::read(&path).unwrap(), std::fs::metadata(&path).unwrap());
+        let (before, id) = (std::fs::read(&path).unwrap(), sys::path_file_id(&path).unwrap());
         asks.update(|r| r.extend(many(5000, 1)));
-        let (after, now) = (std::fs::read(&path).unwrap(), std::fs::metadata(&path).unwrap());
-        assert_eq!((now.dev(), now.ino()), (meta.dev(), meta.ino()), "the ledger was replaced");
+        let (after, now) = (std::fs::read(&path).unwrap(), sys::path_file_id(&path).unwrap());
+        assert_eq!(now, id, "the ledger was replaced");
         assert!(after.starts_with(&before), "the ledger was rewritten");
         assert!(
             after.len() - before.len() < 1000,
             "{} bytes written for one ask",
             after.len() - before.len()
         );
-        assert_eq!(Asks::with_ledger_in(state.path(), root.path()).unwrap().snapshot().len(), 1001);
+        assert_eq!(
+            Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER)
+                .unwrap()
+                .snapshot()
+                .len(),
+            1001
+        );
     }
 
     /// A server killed while it appends leaves a torn last line: that line is lost, nothing
@@ -366,7 +706,7 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let root = tempfile::tempdir().unwrap();
         std::fs::write(root.path().join("a.py"), "").unwrap();
-        let open = || Asks::with_ledger_in(state.path(), root.path());
+        let open = || Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER);
         let asks = open().unwrap();
         for r in many(1, 3) {
             asks.update(|records| records.push(r));
@@ -382,5 +722,55 @@ mod tests {
         let ids: Vec<String> =
             open().unwrap().snapshot().iter().map(|r| r.id.to_string()).collect();
         assert_eq!(ids, ["fw-00000001", "fw-00000002", "fw-0000000a"]);
+    }
+
+    /// Two servers on one root: each sees what the other changed and forgot, also once one of
+    /// them has rewritten the log (which then holds its records only, not every change).
+    #[test]
+    fn two_servers_see_each_others_changes_across_a_rewrite() {
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.py"), "").unwrap();
+        let open = || Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
+        let (one, two) = (open(), open());
+        one.update(|r| r.extend(many(1, 5)));
+        let path = ledger_file(state.path());
+        let first = sys::path_file_id(&path).unwrap();
+        for i in 0..40 {
+            one.update(|r| r[0].lines = i + 2);
+        }
+        assert_ne!(sys::path_file_id(&path).unwrap(), first, "never rewritten");
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        assert!(lines <= 2 * 5 + COMPACT_SLACK + 1, "{lines} lines for 5 records");
+        assert_eq!(two.snapshot(), one.snapshot(), "the other server after the rewrite");
+        assert_eq!(two.snapshot()[0].lines, 41);
+        // What one forgets, the other forgets; what it adds, the other sees.
+        two.update(|r| r.retain(|r| r.id != "fw-00000002".parse().unwrap()));
+        two.update(|r| r.extend(many(100, 1)));
+        let ids =
+            |asks: &Asks| asks.snapshot().iter().map(|r| r.id.to_string()).collect::<Vec<_>>();
+        let want = ["fw-00000001", "fw-00000003", "fw-00000004", "fw-00000005", "fw-00000064"];
+        assert_eq!(ids(&one), want);
+        assert_eq!(ids(&open()), want, "after a restart");
+    }
+
+    /// The ledger of the version before (one JSON document per root) is read into the log
+    /// once, then removed: the asks it knew stay known.
+    #[test]
+    fn the_ledger_of_the_version_before_is_read_in() {
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.py"), "").unwrap();
+        let place = Place::new(state.path(), root.path(), DEFAULT_TRIGGER);
+        let old = serde_json::json!({ "root": root.path(), "asks": many(1, 2) });
+        std::fs::write(place.file("json"), old.to_string()).unwrap();
+        let asks = Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
+        assert_eq!(asks.snapshot(), many(1, 2));
+        assert!(!place.file("json").exists(), "the old ledger is still there");
+        let again = Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
+        assert_eq!(again.snapshot(), many(1, 2));
+        // Another trigger has a ledger of its own.
+        let bob = Asks::with_ledger_in(state.path(), root.path(), "@bob").unwrap();
+        assert!(bob.snapshot().is_empty());
     }
 }

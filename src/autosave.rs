@@ -74,7 +74,7 @@ impl KeptHabit {
     /// a missing, unreadable or malformed file is a habit not learned yet.
     pub fn load(state_dir: Option<&Path>, root: &Path) -> KeptHabit {
         let Some(dir) = state_dir else { return KeptHabit::default() };
-        let file = dir.join(format!("{:016x}.editor.json", crate::asks::stable_hash(root)));
+        let file = crate::state::Place::of_root(dir, root).file("editor.json");
         // Read with the care a user's file gets: no symlink followed, no FIFO, size-limited.
         let habit = crate::fsio::read_source(&file)
             .ok()

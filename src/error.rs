@@ -32,14 +32,34 @@ pub enum StartError {
     /// The trigger word is unusable.
     #[error(transparent)]
     Trigger(#[from] BadTrigger),
-    /// `--tag never` needs somewhere to keep its ledger.
+    /// The owner lock cannot be used, and with `--tag never` nothing else keeps a second
+    /// session on the root from announcing every ask again.
     #[error(
-        "--tag never keeps its ledger in the user's state directory, but neither \
-         FILEWATCH_STATE_DIR, XDG_STATE_HOME, HOME nor LOCALAPPDATA is set"
+        "{path}: cannot use the owner lock: {source}. With --tag never nothing in the files says \
+         an ask was announced, so a second session on this root would announce it again: make \
+         the state directory usable (writable by you, its files regular files), or point \
+         FILEWATCH_STATE_DIR at one that is"
+    )]
+    OwnerLock {
+        /// The lock file (or, without a state directory, the root).
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No state directory for the owner lock and the ledger (`--tag never` needs both).
+    #[error(
+        "the owner lock and the ask ledger live in the user's state directory, but neither \
+         FILEWATCH_STATE_DIR, XDG_STATE_HOME, HOME nor LOCALAPPDATA is set (--tag never needs \
+         them: set FILEWATCH_STATE_DIR)"
     )]
     NoStateDir,
-    /// The `--tag never` ledger cannot be read or made.
-    #[error("{path}: cannot use the ask ledger: {source}")]
+    /// The ask ledger cannot be read or made (with `--tag never`, a start-up error; with
+    /// `--tag file`, the asks are kept in memory instead).
+    #[error(
+        "{path}: cannot use the ask ledger: {source}. With --tag never it is the only record of \
+         which asks were announced: make the state directory usable (writable by you, its \
+         files regular files), or point FILEWATCH_STATE_DIR at one that is"
+    )]
     Ledger {
         /// The ledger or its directory.
         path: PathBuf,
@@ -89,7 +109,7 @@ pub enum Problem {
         watch_limit()
     )]
     WatchLimit,
-    /// The `--tag never` ledger could not be read or written; asks are kept in memory.
+    /// The ledger could not be read or written for one change; that change is kept in memory.
     #[error("{path}: ask ledger: {source}")]
     Ledger {
         /// The ledger.
@@ -114,6 +134,20 @@ pub enum Problem {
     RootLost {
         /// The root.
         root: PathBuf,
+    },
+    /// With `--tag file`, no ledger could be opened: the asks are remembered for this run only.
+    #[error(
+        "{0}; the asks are remembered in memory for this run only (the tags in the files still \
+         keep each ask from firing twice)"
+    )]
+    AsksInMemory(String),
+    /// A state file other than the ledger (the owner record) could not be read; ignored.
+    #[error("{path}: {source}; ignored")]
+    StateFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
     },
     /// The OS dropped events (queue overflow): the tree is looked at again.
     #[error("file events were lost; rescanning the tree")]

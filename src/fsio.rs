@@ -61,7 +61,8 @@ pub struct Source {
     pub metadata: Metadata,
 }
 
-fn file_kind(meta: &Metadata) -> &'static str {
+/// What `meta` is, in a word: `symlink`, `directory`, `fifo`, `socket`, `device`, `other`.
+pub(crate) fn file_kind(meta: &Metadata) -> &'static str {
     let ft = meta.file_type();
     if ft.is_symlink() {
         return "symlink";

@@ -30,6 +30,7 @@ mod pipeline;
 pub mod scan;
 pub mod server;
 pub mod stamp;
+mod state;
 mod sys;
 #[cfg(test)]
 mod test_support;

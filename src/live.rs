@@ -1024,10 +1024,10 @@ impl Live {
         let root = watch.root().to_path_buf();
         let asks = match asks {
             Some(asks) => asks,
-            None => Asks::for_mode(options.tag, &root)?,
+            None => Asks::for_mode(options.tag, &root, &options.trigger)?,
         };
         let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone())
-            .settling(options.settle, asks::state_dir().as_deref());
+            .settling(options.settle, crate::state::state_dir().as_deref());
         let stop = Arc::new(AtomicBool::new(false));
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
         let (end, ended) = std::sync::mpsc::channel::<()>();
@@ -1406,7 +1406,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        let asks = Asks::with_ledger_in(state.path(), &root).unwrap();
+        let asks = Asks::with_ledger_in(state.path(), &root, DEFAULT_TRIGGER).unwrap();
         let mut live = LivePipeline::with_asks(root.clone(), scanner(), TagMode::Never, asks);
         let p = root.join("a.py");
         let text = "# @claude add a docstring\ndef f(): pass\n\n# @claude add a docstring\ndef g(): pass\n";
@@ -1496,7 +1496,7 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let start = || {
-            let asks = Asks::with_ledger_in(state.path(), &root).unwrap();
+            let asks = Asks::with_ledger_in(state.path(), &root, DEFAULT_TRIGGER).unwrap();
             LivePipeline::with_asks(root.clone(), scanner(), TagMode::Never, asks)
         };
         let mut live = start();

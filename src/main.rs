@@ -340,7 +340,7 @@ fn watch(
     let options = LiveOptions { root: root.to_path_buf(), debounce, settle, trigger, tag };
     let runtime = runtime()?;
     // A terminal is a consumer like a session: it gets the asks only while it owns the root.
-    let (_owner, since) = match owner::claim(root, "watch")? {
+    let (_owner, since) = match owner::claim(root, &options.trigger, "watch", tag)? {
         Claim::Owner(owner) => (owner, None),
         Claim::Standby(standby) => {
             let who = standby.owner.as_ref().map(|o| format!(" ({})", o.describe()));

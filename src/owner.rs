@@ -1,9 +1,11 @@
-//! Which process on a root watches and announces: its owner. Two Claude Code sessions in one
-//! repository start two servers on one root; without an owner each save would go to whichever
-//! stamps first. The owner holds an exclusive lock on `<state dir>/<hash of the root>.owner.lock`
-//! for as long as it runs (never in the working tree); the OS drops the lock when the process
-//! ends, however it ends (SIGKILL too), and a waiting process gets it: that is the takeover.
-//! The owner writes who it is next to the lock (`….owner.json`), for the others to say.
+//! Which process on a root watches and announces for a trigger: its owner. Two Claude Code
+//! sessions in one repository start two servers on one root; without an owner each save would
+//! go to whichever stamps first. The owner holds an exclusive lock on `<key>.owner.lock` in the
+//! state directory ([`crate::state`]; the key is the root's and the trigger's: `watch --trigger
+//! @bob` and a Claude session on one root are two audiences, each with its owner) for as long
+//! as it runs; the OS drops the lock when the process ends, however it ends (SIGKILL too), and
+//! a waiting process gets it: that is the takeover. The owner writes who it is next to the lock
+//! (`<key>.owner.json`), for the others to say.
 
 use std::fs::File;
 use std::io::Write;
@@ -12,8 +14,12 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::asks::{self, stable_hash, state_dir};
+use crate::asks::{self, TagMode};
 use crate::error::{Problem, StartError};
+use crate::state::{self, Place};
+
+/// Owner records over this size are not read: one this program wrote is a few hundred bytes.
+const MAX_RECORD_BYTES: u64 = 64 * 1024;
 
 /// How far before a standby's start its takeover looks for saves: file systems stamp
 /// modification times with a coarse clock (a tick behind the one `SystemTime` reads).
@@ -28,6 +34,10 @@ pub struct OwnerInfo {
     pub parent_pid: Option<u32>,
     /// What it runs: `serve` or `watch`.
     pub command: String,
+    /// The trigger it owns the root for (empty in records of the version before, which owned
+    /// a root for every trigger).
+    #[serde(default)]
+    pub trigger: String,
     /// When it took the root, in seconds since the Unix epoch.
     pub since: u64,
     /// The root (canonical).
@@ -55,7 +65,7 @@ pub struct Owner {
 pub struct Standby {
     root: PathBuf,
     lock: File,
-    info_path: PathBuf,
+    place: Place,
     info: OwnerInfo,
     /// The owner as it said, if it has said (it writes right after taking the lock).
     pub owner: Option<OwnerInfo>,
@@ -69,7 +79,7 @@ pub enum Claim {
     /// The root is ours.
     Owner(Owner),
     /// The root is another process's; wait with [`Standby::wait`].
-    Standby(Standby),
+    Standby(Box<Standby>),
 }
 
 impl Claim {
@@ -82,63 +92,71 @@ impl Claim {
     }
 }
 
-/// Takes the root if nobody holds it; `command` is what this process runs (`serve`, `watch`),
-/// for the others to say. Fails only if the root is no directory we can watch. Without a state
-/// directory, or if the lock cannot be made, the root is taken without a lock (as before
-/// owners existed), with a warning.
-pub fn claim(root: &Path, command: &str) -> Result<Claim, StartError> {
-    let root = crate::watch::check_root(root)?;
-    let root = root.as_path();
-    Ok(match state_dir() {
-        Some(dir) => claim_in(&dir, root, command),
-        None => {
-            let source = std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no state directory: neither FILEWATCH_STATE_DIR, XDG_STATE_HOME, HOME nor \
-                 LOCALAPPDATA is set",
-            );
-            Problem::OwnerLock { path: root.to_path_buf(), source }.log();
-            Claim::Owner(Owner { root: root.to_path_buf(), lock: None })
-        }
-    })
+/// Why the owner lock cannot be had.
+#[derive(Debug)]
+pub struct LockError {
+    /// The lock file.
+    pub path: PathBuf,
+    /// Why.
+    pub source: std::io::Error,
 }
 
-/// [`claim`] with the lock in `dir`, for a canonical `root`.
-pub fn claim_in(dir: &Path, root: &Path, command: &str) -> Claim {
-    let base = dir.join(format!("{:016x}", stable_hash(root)));
-    let (lock_path, info_path) =
-        (base.with_extension("owner.lock"), base.with_extension("owner.json"));
+/// Takes the root for `trigger` if nobody holds it; `command` is what this process runs
+/// (`serve`, `watch`), for the others to say. Fails if the root is no directory we can watch.
+/// If the owner lock cannot be used (no state directory, one this user cannot write, a FIFO
+/// or a symlink where the lock belongs): with `--tag never` that is an error — nothing else
+/// would keep a second session from announcing every ask again; with `--tag file` the root is
+/// taken without a lock (the tags keep an ask from firing twice), with a warning.
+pub fn claim(
+    root: &Path,
+    trigger: &str,
+    command: &str,
+    mode: TagMode,
+) -> Result<Claim, StartError> {
+    let root = crate::watch::check_root(root)?;
+    let claimed = match state::state_dir() {
+        Some(dir) => claim_in(&dir, &root, trigger, command),
+        None if mode == TagMode::Never => return Err(StartError::NoStateDir),
+        None => Err(LockError { path: root.clone(), source: state::no_state_dir() }),
+    };
+    match claimed {
+        Ok(claim) => Ok(claim),
+        Err(LockError { path, source }) if mode == TagMode::Never => {
+            Err(StartError::OwnerLock { path, source })
+        }
+        Err(LockError { path, source }) => {
+            Problem::OwnerLock { path, source }.log();
+            Ok(Claim::Owner(Owner { root, lock: None }))
+        }
+    }
+}
+
+/// [`claim`] with the lock in the state directory `dir`, for a canonical `root`.
+pub fn claim_in(dir: &Path, root: &Path, trigger: &str, command: &str) -> Result<Claim, LockError> {
+    let place = Place::new(dir, root, trigger);
+    let lock_path = place.file("owner.lock");
     let info = OwnerInfo {
         pid: std::process::id(),
         parent_pid: crate::sys::parent_pid(),
         command: command.to_string(),
+        trigger: trigger.to_string(),
         since: asks::now(),
         root: root.to_path_buf(),
     };
-    let opened = std::fs::create_dir_all(dir).and_then(|()| {
-        // Never truncated or removed: a process waiting on this file's lock must be waiting on
-        // the one the next owner takes.
-        File::options().create(true).truncate(false).write(true).open(&lock_path)
-    });
-    let lock = match opened {
-        Ok(lock) => lock,
-        Err(source) => {
-            Problem::OwnerLock { path: lock_path, source }.log();
-            return Claim::Owner(Owner { root: root.to_path_buf(), lock: None });
-        }
-    };
+    let error = |source| LockError { path: lock_path.clone(), source };
+    // Never truncated or removed: a process waiting on this file's lock must be waiting on the
+    // one the next owner takes. Opened as every state file is: a FIFO there is an error, not
+    // a wait for a writer that never comes.
+    let lock = place.make_dir().and_then(|()| state::open(&lock_path)).map_err(error)?;
     match lock.try_lock() {
-        Ok(()) => Claim::Owner(take(lock, &info_path, &info)),
+        Ok(()) => Ok(Claim::Owner(take(lock, &place, &info))),
         Err(std::fs::TryLockError::WouldBlock) => {
-            let owner = read_info(&info_path);
+            let owner = read_info(&place.file("owner.json"));
             let since = SystemTime::now() - CLOCK_SLACK;
             let root = root.to_path_buf();
-            Claim::Standby(Standby { root, lock, info_path, info, owner, since })
+            Ok(Claim::Standby(Box::new(Standby { root, lock, place, info, owner, since })))
         }
-        Err(std::fs::TryLockError::Error(source)) => {
-            Problem::OwnerLock { path: lock_path, source }.log();
-            Claim::Owner(Owner { root: root.to_path_buf(), lock: None })
-        }
+        Err(std::fs::TryLockError::Error(source)) => Err(error(source)),
     }
 }
 
@@ -153,7 +171,7 @@ impl Standby {
     pub fn wait(self) -> std::io::Result<Owner> {
         self.lock.lock()?;
         let info = OwnerInfo { since: asks::now(), ..self.info };
-        Ok(take(self.lock, &self.info_path, &info))
+        Ok(take(self.lock, &self.place, &info))
     }
 
     /// [`Standby::wait`] on a thread of its own, which the process may end without joining (a
@@ -172,24 +190,55 @@ impl Standby {
 }
 
 /// The lock is ours: say who we are.
-fn take(lock: File, info_path: &Path, info: &OwnerInfo) -> Owner {
-    if let Err(e) = write_info(info_path, info) {
-        tracing::debug!("{}: not written: {e}", info_path.display());
+fn take(lock: File, place: &Place, info: &OwnerInfo) -> Owner {
+    let path = place.file("owner.json");
+    if let Err(e) = write_info(&path, info) {
+        tracing::debug!("{}: not written: {e}", path.display());
     }
     let root = info.root.clone();
     Owner { root, lock: Some(lock) }
 }
 
+/// Writes the record beside `path` and renames it over `path`: whatever was there (a FIFO, a
+/// symlink) is replaced, never written through. A temp file a killed writer left is removed
+/// (the lock is ours: no other writer of this record is running).
 fn write_info(path: &Path, info: &OwnerInfo) -> std::io::Result<()> {
-    let mut tmp = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(Path::new(".")))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let prefix = format!("{name}.");
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let n = entry.file_name();
+            let n = n.to_string_lossy();
+            if n.starts_with(&prefix) && n.ends_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let mut tmp = tempfile::Builder::new().prefix(&prefix).suffix(".tmp").tempfile_in(dir)?;
     serde_json::to_writer_pretty(&mut tmp, info)?;
     tmp.write_all(b"\n")?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 
+/// The owner's record, if it has written one that reads: it only says who the owner is, so a
+/// record that cannot be read (a FIFO or a symlink planted there, garbage) is said and ignored.
 fn read_info(path: &Path) -> Option<OwnerInfo> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    let read =
+        state::open_existing(path).and_then(|mut f| state::read_at_most(&mut f, MAX_RECORD_BYTES));
+    let parsed = read.and_then(|bytes| {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    });
+    match parsed {
+        Ok(info) => Some(info),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => {
+            Problem::StateFile { path: path.to_path_buf(), source }.log();
+            None
+        }
+    }
 }
 
 /// `2026-11-30 23:59:01 UTC` for seconds since the Unix epoch.
@@ -225,17 +274,21 @@ mod tests {
     fn one_owner_and_a_takeover() {
         let state = tempfile::tempdir().unwrap();
         let root = tempfile::tempdir().unwrap();
-        let Claim::Owner(first) = claim_in(state.path(), root.path(), "serve") else {
+        let claim =
+            |root: &Path, trigger, command| claim_in(state.path(), root, trigger, command).unwrap();
+        let Claim::Owner(first) = claim(root.path(), "@claude", "serve") else {
             panic!("a free root not taken");
         };
         // flock locks belong to the open file: a second open in this process is another claimer.
-        let Claim::Standby(second) = claim_in(state.path(), root.path(), "watch") else {
+        let Claim::Standby(second) = claim(root.path(), "@claude", "watch") else {
             panic!("a root owned twice");
         };
         let owner = second.owner.clone().expect("the owner said who it is");
         assert_eq!((owner.pid, owner.command.as_str()), (std::process::id(), "serve"));
         let other = tempfile::tempdir().unwrap();
-        assert!(matches!(claim_in(state.path(), other.path(), "serve"), Claim::Owner(_)));
+        assert!(matches!(claim(other.path(), "@claude", "serve"), Claim::Owner(_)));
+        // Another trigger on the same root is another audience, with its own owner.
+        assert!(matches!(claim(root.path(), "@bob", "watch"), Claim::Owner(_)));
         let waiter = std::thread::spawn(move || second.wait().unwrap());
         drop(first);
         let _now_owner = waiter.join().unwrap();

@@ -223,11 +223,11 @@ pub fn channel_content(text: &str) -> String {
 }
 
 /// The notice a standby sends its client once: which session gets the asks.
-pub fn standby_notice(root: &Path, owner: Option<&OwnerInfo>) -> Value {
+pub fn standby_notice(root: &Path, trigger: &str, owner: Option<&OwnerInfo>) -> Value {
     let root = crate::sys::plain_path(root).display().to_string();
     let who = owner.map(|o| format!(" ({})", o.describe())).unwrap_or_default();
     let content = format!(
-        "filewatch: another session owns {root}{who}: @claude asks saved in this project go to \
+        "filewatch: another session owns {root}{who}: {trigger} asks saved in this project go to \
          that session, not to this one. This session takes over when that one exits. \
          list_asks and resolve_ask work here as usual."
     );
@@ -782,7 +782,7 @@ impl Sink for Announcer {
 pub async fn run(options: LiveOptions) -> Result<(), StartError> {
     let (ask_tx, ask_rx) = mpsc::channel(ASK_QUEUE);
     let (notice_tx, notice_rx) = mpsc::channel(NOTICES);
-    let claim = owner::claim(&options.root, "serve")?;
+    let claim = owner::claim(&options.root, &options.trigger, "serve", options.tag)?;
     let root = claim.root().to_path_buf();
     let (mut owner, mut live, mut takeover, records) = match claim {
         Claim::Owner(owner) => {
@@ -792,9 +792,10 @@ pub async fn run(options: LiveOptions) -> Result<(), StartError> {
         }
         Claim::Standby(standby) => {
             tracing::debug!("{} is owned by another process; standing by", root.display());
-            let records = Asks::for_mode(options.tag, &root)?;
-            let _ = notice_tx.try_send(standby_notice(&root, standby.owner.as_ref()));
-            let job = take_over(standby, options.clone(), records.clone(), ask_tx, notice_tx);
+            let records = Asks::for_mode(options.tag, &root, &options.trigger)?;
+            let notice = standby_notice(&root, &options.trigger, standby.owner.as_ref());
+            let _ = notice_tx.try_send(notice);
+            let job = take_over(*standby, options.clone(), records.clone(), ask_tx, notice_tx);
             (None, None, Some(tokio::spawn(job)), records)
         }
     };

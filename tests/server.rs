@@ -160,7 +160,7 @@ async fn a_stale_buffer_gives_one_ask_and_resolves_cleanly() {
         let records = match mode {
             filewatch_mcp::TagMode::File => filewatch_mcp::Asks::in_memory(),
             filewatch_mcp::TagMode::Never => {
-                filewatch_mcp::Asks::with_ledger_in(state.path(), &root).unwrap()
+                filewatch_mcp::Asks::with_ledger_in(state.path(), &root, DEFAULT_TRIGGER).unwrap()
             }
         };
         let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();

@@ -882,7 +882,8 @@ fn tag_never_with_a_state_directory_it_cannot_write_never_announces_twice() {
 /// The state directory is trusted no more than the tree: a FIFO, or a symlink to `/dev/zero`,
 /// where the owner lock, the owner record, the ledger or its lock is must neither hang the
 /// server (before `initialize`, deaf to stdin EOF) nor be read: it starts, or refuses to and
-/// names the file.
+/// names the file (with `--tag never`; with `--tag file` it starts, and says what it does
+/// without).
 #[cfg(unix)]
 #[test]
 fn hostile_files_in_the_state_directory_neither_hang_the_server_nor_get_read() {
@@ -924,6 +925,13 @@ fn hostile_files_in_the_state_directory_neither_hang_the_server_nor_get_read() {
             } else {
                 std::os::unix::fs::symlink("/dev/zero", &target).unwrap();
             }
+            // With --tag file the tags keep an ask from firing twice: it starts, whatever is
+            // there (and says what it does without).
+            let cmd = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"));
+            let mut s = Server::spawn(cmd, &root, state.path(), Stdio::inherit(), &[]);
+            assert!(initialized_or_exited(&mut s, &format!("{what}, --tag file")));
+            drop(s.stdin.take());
+            s.wait_exit();
             let cmd = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"));
             let mut s = Server::spawn(cmd, &root, state.path(), Stdio::piped(), &never);
             let err = stderr_of(&mut s);

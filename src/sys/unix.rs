@@ -58,6 +58,20 @@ pub fn open_read(path: &Path) -> io::Result<File> {
     open(path, false)
 }
 
+/// Opens `path` for reading and writing, created (mode 0600, for this user alone) if missing,
+/// with the same care as [`open_read`]: a symlink at its last component is refused and a FIFO
+/// is not waited for. The caller checks that what it got is a regular file.
+pub fn open_state(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
 fn open(path: &Path, write: bool) -> io::Result<File> {
     OpenOptions::new()
         .read(true)

@@ -53,9 +53,21 @@ pub fn open_read(path: &Path) -> io::Result<File> {
     open(path, false)
 }
 
+/// Opens `path` for reading and writing, created if missing, with the same care as
+/// [`open_read`]: a reparse point is not followed, and only a disk file is opened.
+pub fn open_state(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    open_with(path, options)
+}
+
 fn open(path: &Path, write: bool) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).write(write);
+    open_with(path, options)
+}
+
+fn open_with(path: &Path, options: OpenOptions) -> io::Result<File> {
     let file = options.clone().custom_flags(FILE_FLAG_OPEN_REPARSE_POINT).open(path)?;
     // SAFETY: the handle is open for the duration of the call.
     if unsafe { GetFileType(file.as_raw_handle()) } != FILE_TYPE_DISK {
