@@ -80,7 +80,11 @@ impl Running {
 
     /// Starts `bin watch --json ARGS… ROOT` and returns once it says it is watching.
     pub fn start_with(bin: &Path, root: &Path, args: &[&str]) -> Running {
-        let state = tempfile::tempdir().unwrap();
+        Running::start_in(bin, root, args, tempfile::tempdir().unwrap())
+    }
+
+    /// [`Running::start_with`] on a state directory made beforehand (a ledger in it, say).
+    pub fn start_in(bin: &Path, root: &Path, args: &[&str], state: tempfile::TempDir) -> Running {
         let started = Instant::now();
         let mut child = Command::new(bin)
             .args(["watch", "--json"])
