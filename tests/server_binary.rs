@@ -793,12 +793,12 @@ fn two_triggers_on_one_root_are_two_owners() {
 fn unprivileged() -> Option<Command> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Some(Command::new(env!("CARGO_BIN_EXE_filewatch-mcp")));
+        return Some(Command::new(common::bin()));
     }
     Command::new("setpriv").arg("--version").output().ok()?;
     let mut cmd = Command::new("setpriv");
     cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
-    cmd.arg(env!("CARGO_BIN_EXE_filewatch-mcp"));
+    cmd.arg(common::bin());
     Some(cmd)
 }
 
@@ -927,12 +927,12 @@ fn hostile_files_in_the_state_directory_neither_hang_the_server_nor_get_read() {
             }
             // With --tag file the tags keep an ask from firing twice: it starts, whatever is
             // there (and says what it does without).
-            let cmd = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"));
+            let cmd = Command::new(common::bin());
             let mut s = Server::spawn(cmd, &root, state.path(), Stdio::inherit(), &[]);
             assert!(initialized_or_exited(&mut s, &format!("{what}, --tag file")));
             drop(s.stdin.take());
             s.wait_exit();
-            let cmd = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"));
+            let cmd = Command::new(common::bin());
             let mut s = Server::spawn(cmd, &root, state.path(), Stdio::piped(), &never);
             let err = stderr_of(&mut s);
             if initialized_or_exited(&mut s, &what) {
