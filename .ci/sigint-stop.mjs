@@ -3,8 +3,8 @@
 // Stops an MCP server the way Claude Code 2.1.332 does and says how it went: spawns CMD ARGS with
 // pipes on stdin, stdout and stderr, sends `initialize` and `notifications/initialized`, waits
 // 500 ms, then sends SIGINT to the spawned process only (Claude Code signals the pid it started,
-// e.g. npx, not its process group); if it is still there 100 ms later, SIGTERM; 400 ms after
-// that, SIGKILL; then it closes the pipes, as Claude Code closes the transport.
+// e.g. npx, not its process group); if it is still there 100 ms later (SIGTERM_AFTER_MS), SIGTERM;
+// 400 ms after that, SIGKILL; then it closes the pipes, as Claude Code closes the transport.
 //
 // MARK is a string only this server's processes have on their command line (e.g. the temporary
 // HOME that holds npx's cache): a process with it still running after the pipes closed means a
@@ -16,6 +16,9 @@
 import { spawn, execFileSync } from 'node:child_process';
 
 const [mark, cmd, ...args] = process.argv.slice(2);
+// SIGTERM_AFTER_MS (default 100, Claude Code's): a longer grace tells whether the SIGINT alone
+// stops the server at all, whatever the machine's load.
+const termAfter = Number(process.env.SIGTERM_AFTER_MS || 100);
 const p = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
 let out = '';
 let stderr = '';
@@ -69,11 +72,11 @@ p.stdout.on('data', (d) => {
         setTimeout(() => {
           by = 'SIGTERM';
           p.kill('SIGTERM');
-        }, 100),
+        }, termAfter),
         setTimeout(() => {
           by = 'SIGKILL';
           p.kill('SIGKILL');
-        }, 500),
+        }, termAfter + 400),
       );
     }, 500),
   );
