@@ -241,10 +241,11 @@ pub(super) fn trimmed(src: &[u8], range: Range<usize>) -> Range<usize> {
 /// How far back from a comment [`in_jsx_text`] looks for the tag before it.
 const JSX_LOOKBACK: usize = 4096;
 
-/// True if `at` lies in JSX text (of a tree that starts at `start`): the nearest `<`, `>`, `{` or `}` before it is the `>` that ends
-/// a JSX tag (`<li>`, `</li>`, `<br />`, `<>`), and what lies between is text: not the `)`, `;` or
-/// `,` that follows an element in code on its line (`<Foo />); // …`), nor the quote that ends a
-/// string of HTML (`'<li>'; // …`), no statement's end, no backtick (HTML in a template).
+/// True if `at` lies in JSX text, in a tree that starts at `start`: the nearest `<`, `>`, `{` or
+/// `}` before it is the `>` that ends a JSX tag (`<li>`, `</li>`, `<br />`, `<>`), and what lies
+/// between is text: not the `)`, `;` or `,` that follows an element in code on its line
+/// (`<Foo />); // …`), nor the quote that ends a string of HTML (`'<li>'; // …`), no statement's
+/// end, no backtick (HTML in a template).
 pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
     let from = at.saturating_sub(JSX_LOOKBACK).max(start);
     let Some(gt) = src[from..at].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k) else {
@@ -270,8 +271,7 @@ fn ends_jsx_tag(src: &[u8], gt: usize, from: usize) -> bool {
     if gt > 0 && matches!(src[gt - 1], b'=' | b'-') {
         return false; // `=>`, `->`
     }
-    // The tag's `<`: the nearest one before, with no `;` or `<` between (attribute values in
-    // braces may hold `>`: `<a b={x > 1}>` is found from its own `<`).
+    // The tag's `<`: the nearest one before, and no `;` in the tag.
     let Some(lt) = src[from..gt].iter().rposition(|&b| b == b'<').map(|k| from + k) else {
         return false;
     };
