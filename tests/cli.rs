@@ -462,6 +462,7 @@ struct TextWatch {
     child: std::process::Child,
     out: std::sync::mpsc::Receiver<String>,
     err: std::sync::mpsc::Receiver<String>,
+    /// Its state directory (owner lock, `--tag never` ledger), its own.
     _state: tempfile::TempDir,
 }
 
@@ -622,6 +623,28 @@ fn multi_line_asks_print_one_line_each() {
     let second = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints the second ask");
     assert!(first.starts_with("b.py:1-2  @claude multi line ⏎ second line  [fw-"), "{first}");
     assert!(second.starts_with("b.py:4  @claude another  [fw-"), "{second}");
+}
+
+/// A watch that ends by itself — its root and the root's parent deleted, nothing left to
+/// watch — exits 2, not 0 as if it had been stopped.
+#[test]
+fn a_watch_that_ends_by_itself_exits_2() {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("parent/root");
+    std::fs::create_dir_all(&root).unwrap();
+    let mut watch = TextWatch::start(&root, &[]);
+    watch.err_until("filewatch-mcp: watching");
+    std::fs::remove_dir_all(outer.path().join("parent")).unwrap();
+    let deadline = std::time::Instant::now() + WATCH_DEADLINE;
+    let status = loop {
+        if let Some(status) = watch.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "watch did not end after its root went");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let said: Vec<String> = watch.err.try_iter().collect();
+    assert_eq!(status.code(), Some(2), "{said:?}");
 }
 
 /// Issue 24 (6): a walk that meets an unreadable directory says so as the CLI does —
