@@ -104,8 +104,8 @@ enum Command {
     /// Watch a tree: every save is scanned, new asks are stamped and printed, once each.
     #[command(after_help = "Exit status:
   0  stopped by Ctrl-C (SIGINT) or SIGTERM, or stdout was closed
-  2  it could not start or go on: a bad flag, a root that is not a readable directory, or
-     stdout could not be written")]
+  2  it could not start or go on: a bad flag, a root that is not a readable directory, the
+     root deleted with its parent (nothing left to watch), or stdout could not be written")]
     Watch {
         /// The directory to watch (the same as --root).
         dir: Option<PathBuf>,
@@ -390,16 +390,18 @@ fn watch(
         },
         debounce.as_millis()
     );
-    runtime.block_on(async {
+    let stopped = runtime.block_on(async {
         tokio::select! {
-            () = filewatch_mcp::shutdown_signal() => {}
-            () = live.finished() => {}
+            () = filewatch_mcp::shutdown_signal() => true,
+            () = live.finished() => false,
         }
     });
     live.stop();
     match failed_rx.try_recv() {
         Ok(e) => Err(e.into()),
-        Err(_) => Ok(ExitCode::SUCCESS),
+        Err(_) if stopped => Ok(ExitCode::SUCCESS),
+        // The watch ended by itself (nothing left to watch), and has said why.
+        Err(_) => Ok(ExitCode::from(2)),
     }
 }
 
