@@ -236,6 +236,18 @@ impl<'l> FallbackLexer<'l> {
             .any(|i| self.token_at(src, i).is_some_and(|t| i + self.tokens[t].0.len() > end))
     }
 
+    /// True if a string opener ends at `end` after a prefix that starts at `start` (Python's
+    /// `r\"\"\"`, `f"`, `b'`): the token `start..end` opens a string the lexer must see.
+    pub(super) fn prefixed_opener(&self, src: &[u8], start: usize, end: usize) -> bool {
+        let longest = self.tokens.first().map_or(0, |t| t.0.len());
+        (end.saturating_sub(longest).max(start + 1)..end).any(|i| {
+            self.token_at(src, i).is_some_and(|t| {
+                let (open, _, kind) = self.tokens[t];
+                i + open.len() == end && !matches!(kind, TokenKind::Line | TokenKind::Block)
+            })
+        })
+    }
+
     /// The end of the quote-like literal (`q{…}`, `qw(…)`, `s/…/…/`, `%w[…]`) that starts at
     /// `i`. The operator must stand alone (not `$s`, `-s`, `->m`, `tr` in `str`), and its
     /// delimiter be punctuation that no other reading would give it (not `=`, `,`, `;`, a

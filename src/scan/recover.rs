@@ -137,7 +137,10 @@ impl Reader<'_, '_, '_> {
         let opens = self.at.lexer.opens_at(self.src, start)
             // …and one whose end splits a token (`/p>; /` read as a regex, then `/ @claude`)
             // ends where the lexer would not.
-            || self.at.lexer.splits_token(self.src, end);
+            || self.at.lexer.splits_token(self.src, end)
+            // A prefixed string opener (`r\"\"\"`) skipped would leave the lexer in code, and
+            // its closer read as an opener: the string would run to the end of the file.
+            || (leaf && self.at.lexer.prefixed_opener(self.src, start, end));
         let orphan = in_error && orphan_string_part(node);
         if fresh && sound && !opens && end <= self.limit && !orphan {
             // A heredoc opener the tree read as code (`<<` a shift) leaves the body to the
