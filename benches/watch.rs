@@ -2,6 +2,8 @@
 //!
 //! 0. a deliberate save with the default flags, written and renamed or written in place, to
 //!    the ask on stdout, p50/p99 over 50 saves each (issue 20: under 200 ms);
+//!    and a file of 1,000 and of 10,000 markers through the MCP server: every ask once, in
+//!    order; the time, and the server's peak RSS;
 //! 1. latency from the end of a save to the ask on stdout, beyond the debounce, for a 100 KB
 //!    and a 5 KB file committed in a git repository (as a project's files are: each save's
 //!    marker is looked up in `HEAD`), p50/p99 over 200 saves;
@@ -131,6 +133,36 @@ fn deliberate_saves(n: usize) {
     }
 }
 
+/// One file with `n` markers saved into a served root: every ask goes out once, in file order,
+/// through the MCP server as a client reads it; the time to the last one, and the server's peak
+/// RSS, with the file's size beside it (issue 21: memory must not grow with the count).
+fn many_asks(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let s = common::Session::start(&server_binary(), &root);
+    let before = common::status_kb(s.pid(), "VmRSS:");
+    let text: String = (0..n).map(|i| format!("x{i} = 1  # @claude review {i}\n")).collect();
+    std::fs::write(root.join("review.py"), &text).unwrap();
+    let saved = Instant::now();
+    let mut next = 0;
+    while next < n {
+        let line = s.lines.recv_timeout(Duration::from_secs(60)).expect("the next ask");
+        if !line.contains("notifications/claude/channel") {
+            continue;
+        }
+        assert!(line.contains(&format!("\"line\":\"{}\"", next + 1)), "out of order: {line}");
+        next += 1;
+    }
+    let took = saved.elapsed();
+    println!(
+        "{n} asks in one {} KB file through the server: all {n} once, in order, in {:.2} s; RSS {:.1} MiB before, peak {:.1} MiB",
+        text.len() / 1000,
+        took.as_secs_f64(),
+        before as f64 / 1024.0,
+        common::status_kb(s.pid(), "VmHWM:") as f64 / 1024.0
+    );
+}
+
 fn big_tree() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
@@ -174,6 +206,9 @@ fn main() {
         return;
     }
     deliberate_saves(50);
+    for n in [1_000, 10_000] {
+        many_asks(n);
+    }
     let sizes = std::env::var("FW_LATENCY_KB").unwrap_or_else(|_| "100,5".into());
     for kb in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
         latency(kb);

@@ -128,6 +128,8 @@ pub struct Session {
     pub child: Child,
     /// Held open: the server ends when its stdin does.
     stdin: Option<ChildStdin>,
+    /// What it writes to stdout, a line each (read as it comes, whether used or not).
+    pub lines: Receiver<String>,
     /// From spawn to the `initialize` answer, which comes once every directory is watched.
     pub ready_after: Duration,
     _state: tempfile::TempDir,
@@ -157,8 +159,15 @@ impl Session {
         assert!(reply.contains("protocolVersion"), "{reply}");
         let ready_after = started.elapsed();
         writeln!(stdin, "{INITIALIZED}").unwrap();
-        std::thread::spawn(move || for _ in out.lines() {});
-        Session { child, stdin: Some(stdin), ready_after, _state: state }
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Session { child, stdin: Some(stdin), lines, ready_after, _state: state }
     }
 
     /// The process id.
