@@ -23,7 +23,7 @@ use crate::fsio::{self, Source, WriteError};
 use crate::git::{self, GitLines, GitWindow};
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
-use crate::pipeline::{is_recorded, relative};
+use crate::pipeline::relative;
 use crate::scan::{Marker, Scanner, TreeCache};
 use crate::stamp::{self, Stamp};
 use crate::sys;
@@ -555,13 +555,14 @@ impl<'t> LivePipeline<'t> {
         let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
         let records = self.asks.snapshot();
         let pairs = pair(lang, bytes, &file, &markers, &records);
+        let owed: HashSet<MarkerId> = later.ids.iter().copied().collect();
         let stamps: Vec<Stamp> = markers
             .iter()
             .zip(&pairs)
             .filter(|(m, _)| !m.is_tagged())
             .filter_map(|(m, p)| {
                 let id = records[(*p)?].id;
-                later.ids.contains(&id).then_some(Stamp { insert_at: m.insert_at, id })
+                owed.contains(&id).then_some(Stamp { insert_at: m.insert_at, id })
             })
             .collect();
         if stamps.is_empty() {
@@ -675,28 +676,35 @@ fn pair(
 ) -> Vec<Option<usize>> {
     let now = asks::now();
     let window = asks::RESOLVED_WINDOW.as_secs();
-    let mut pairs: Vec<Option<usize>> = markers
-        .iter()
-        .map(|m| m.tag.and_then(|id| records.iter().position(|r| r.id == id && r.file == file)))
+    let mine: Vec<usize> = (0..records.len())
+        .filter(|&ri| records[ri].file == file)
+        .filter(|&ri| records[ri].resolved.is_none_or(|at| now.saturating_sub(at) < window))
         .collect();
+    // Indexed, so that a file with thousands of asks costs thousands of lookups, not millions
+    // of comparisons: by id, and by (lines, text).
+    let by_id: HashMap<MarkerId, usize> = mine.iter().map(|&ri| (records[ri].id, ri)).collect();
+    let mut pairs: Vec<Option<usize>> =
+        markers.iter().map(|m| m.tag.and_then(|id| by_id.get(&id).copied())).collect();
     let mut taken: HashSet<usize> = pairs.iter().flatten().copied().collect();
+    let mut by_text: HashMap<(usize, &str), Vec<usize>> = HashMap::new();
+    for &ri in mine.iter().filter(|ri| !taken.contains(ri)) {
+        by_text.entry((records[ri].lines, records[ri].text.as_str())).or_default().push(ri);
+    }
+    let line_counts: std::collections::BTreeSet<usize> = by_text.keys().map(|k| k.0).collect();
     // Every (marker, record) that could be a copy, best first: pending before resolved, then
     // the nearest.
     let mut candidates = Vec::new();
     for (mi, m) in markers.iter().enumerate().filter(|(_, m)| !m.is_tagged()) {
-        for (ri, r) in records.iter().enumerate() {
-            if r.file != file || taken.contains(&ri) || !is_recorded(lang, src, m, r) {
-                continue;
+        for &lines in &line_counts {
+            let text = stamp::first_lines(lang, src, m, lines).text;
+            for &ri in by_text.get(&(lines, text.as_str())).into_iter().flatten() {
+                let r = &records[ri];
+                let resolved = r.resolved.is_some();
+                if resolved && r.anchor != anchor(src, m) && r.line != m.line {
+                    continue; // the same words somewhere else: typed anew
+                }
+                candidates.push(((resolved, m.line.abs_diff(r.line)), mi, ri));
             }
-            let resolved = match r.resolved {
-                None => false,
-                Some(at) if now.saturating_sub(at) < window => true,
-                Some(_) => continue,
-            };
-            if resolved && r.anchor != anchor(src, m) && r.line != m.line {
-                continue; // the same words somewhere else: typed anew
-            }
-            candidates.push(((resolved, m.line.abs_diff(r.line)), mi, ri));
         }
     }
     candidates.sort_unstable();
@@ -737,15 +745,18 @@ fn find_revisions(
         }
     }
     let paired: HashSet<usize> = pairs.iter().flatten().copied().collect();
+    let by_line: HashMap<usize, usize> =
+        markers.iter().enumerate().map(|(mi, m)| (m.line, mi)).collect();
     for (ri, r) in records.iter().enumerate() {
         if paired.contains(&ri) || !recent(r) || out.iter().any(|(_, id, _)| *id == r.id) {
             continue;
         }
         let line = diff.map_or(r.line, |d| d.map(r.line));
-        let at_its_place = markers.iter().enumerate().find(|(mi, m)| {
-            !m.is_tagged() && pairs[*mi].is_none() && m.line == line && m.text != r.text
+        let at_its_place = by_line.get(&line).copied().filter(|&mi| {
+            let m = &markers[mi];
+            !m.is_tagged() && pairs[mi].is_none() && m.text != r.text
         });
-        if let Some((mi, _)) = at_its_place {
+        if let Some(mi) = at_its_place {
             if !out.iter().any(|(i, _, _)| *i == mi) {
                 out.push((mi, r.id, soon(r)));
             }
