@@ -14,8 +14,9 @@
 //! `FW_BIN=/path/to/filewatch-mcp` measures another build of the server (the one before a
 //! change, say); `FW_LATENCY_ONLY=1` measures the save latencies only, `FW_LATENCY_KB=5,100`
 //! for these file sizes, `FW_LATENCY_IN=method` with each ask in a method of a class at the end
-//! of the file (so the ask has a symbol to find) instead of a comment at module level. `cargo bench --bench perf` measures all of this and more, beside `rg`
-//! and `inotifywait`, in one table.
+//! of the file (so the ask has a symbol to find) instead of a comment at module level,
+//! `FW_MANY_ASKS=1000,10000` for these marker counts in one file (`0`: none). `cargo bench
+//! --bench perf` measures all of this and more, beside `rg` and `inotifywait`, in one table.
 
 mod common;
 
@@ -206,7 +207,8 @@ fn main() {
         return;
     }
     deliberate_saves(50);
-    for n in [1_000, 10_000] {
+    let many = std::env::var("FW_MANY_ASKS").unwrap_or_else(|_| "1000,10000".into());
+    for n in many.split(',').filter_map(|s| s.trim().parse().ok()).filter(|&n| n > 0) {
         many_asks(n);
     }
     let sizes = std::env::var("FW_LATENCY_KB").unwrap_or_else(|_| "100,5".into());

@@ -1428,6 +1428,12 @@ mod tests {
         assert_ne!(asks[0].id(), asks[1].id());
         crate::test_support::write(&p, format!("{text}x = 1\n")).unwrap();
         assert!(live.process(&p, None).is_empty(), "announced again");
+        // Resolving the second removes it, and only it.
+        resolve(&live, asks[1].id().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "# @claude add a docstring\ndef f(): pass\n\ndef g(): pass\nx = 1\n"
+        );
     }
 
     /// A marker removed by hand (not through `resolve_ask`) is settled too.

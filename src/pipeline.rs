@@ -338,8 +338,9 @@ pub fn resolve_in_tree(
 }
 
 /// Removes the recorded ask `record` from its file under `root`: found by its id's tag, or —
-/// when an editor's stale buffer wrote the marker back without its tag, or with `--tag never` —
-/// by its recorded text; and exactly the lines that were announced, never one more.
+/// when an editor's stale buffer wrote the marker back without its tag, with `--tag never`, or
+/// before its tag was written — by its recorded text, the copy nearest its recorded line; and
+/// exactly the lines that were announced, never one more.
 /// `Ok(false)` if the file no longer holds it.
 pub fn resolve_recorded(
     scanner: &Scanner,
@@ -359,9 +360,18 @@ pub fn resolve_recorded(
             return Edit::Keep(false);
         };
         let markers = scanner.scan(lang, bytes);
-        let found: Vec<Marker> = markers
-            .iter()
-            .filter(|m| is_recorded(lang, bytes, m, record))
+        let mine: Vec<&Marker> =
+            markers.iter().filter(|m| is_recorded(lang, bytes, m, record)).collect();
+        // Its tagged marker; else the one untagged copy of its words nearest to where it was
+        // (the same words elsewhere in the file are another ask).
+        let tagged: Vec<&Marker> = mine.iter().copied().filter(|m| m.is_tagged()).collect();
+        let chosen = if tagged.is_empty() {
+            mine.into_iter().min_by_key(|m| m.line.abs_diff(record.line)).into_iter().collect()
+        } else {
+            tagged
+        };
+        let found: Vec<Marker> = chosen
+            .into_iter()
             .map(|m| stamp::first_lines(lang, bytes, m, record.lines))
             .map(|m| without_committed_lines(lang, bytes, &m, &mut committed))
             .collect();
