@@ -263,6 +263,39 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "stash pop of an untracked file (stash -u)",
+        setup: |r| {
+            write(&r.bob, "c.py", &format!("c = 1\n{ALICE}\n"));
+            r.bob(true, &["stash", "-q", "-u"]);
+            assert!(!r.bob.join("c.py").exists());
+        },
+        command: |r| {
+            r.bob(true, &["stash", "pop", "-q"]);
+        },
+    },
+    Case {
+        name: "restore --source=HEAD~55",
+        setup: |r| {
+            // 55 commits of the file since its marker went: past any count of recent ones.
+            r.alice_commits("b.py", &format!("b = 1\n{ALICE}\n"));
+            for i in 0..55 {
+                r.alice_commits("b.py", &format!("b = {i}\n"));
+            }
+            r.bob(true, &["pull", "-q"]);
+        },
+        command: |r| {
+            r.bob(true, &["restore", "--source=HEAD~55", "b.py"]);
+        },
+    },
+    Case {
+        name: "restore --source=FETCH_HEAD of a pull request",
+        setup: pull_request,
+        command: |r| {
+            r.bob(true, &["fetch", "-q", "origin", "refs/pull/1/head"]);
+            r.bob(true, &["restore", "--source=FETCH_HEAD", "pr.py", "a.py"]);
+        },
+    },
+    Case {
         name: "stash pop stash@{2}",
         setup: |r| {
             write(&r.bob, "b.py", &format!("b = 1\n{ALICE}\n"));
@@ -274,6 +307,71 @@ const CASES: &[Case] = &[
         },
         command: |r| {
             r.bob(true, &["stash", "pop", "-q", "stash@{2}"]);
+        },
+    },
+];
+
+/// Alice's pull request (by mallory): a new file and a change to a tracked one, each with a
+/// marker, on `refs/pull/1/head` and no branch.
+fn pull_request(r: &Repos) {
+    git(&r.alice, "alice", true, &["checkout", "-qb", "pr"]);
+    write(&r.alice, "pr.py", &format!("p = 1\n{ALICE}\n"));
+    let pr = r.alice_commits("a.py", &format!("x = 1\n{ALICE} (a.py)\ny = 2\n"));
+    git(&r.alice, "alice", true, &["update-ref", "refs/pull/1/head", &pr]);
+    git(&r.alice, "alice", true, &["checkout", "-q", "main"]);
+    git(&r.alice, "alice", true, &["branch", "-qD", "pr"]);
+}
+
+/// Git commands that write the work tree where the watcher may see no index lock around the
+/// write (`checkout -p` applies its hunks after letting go of the lock), or after the window
+/// closed: the change comes without a window, and git's versions of the file still tell.
+const OUTSIDE_THE_LOCK: &[Case] = &[
+    Case {
+        name: "checkout -p of another branch's file",
+        setup: |r| {
+            git(&r.alice, "alice", true, &["checkout", "-qb", "feature"]);
+            r.alice_commits("a.py", &format!("x = 1\n{ALICE}\ny = 2\n"));
+            r.bob(true, &["fetch", "-q"]);
+        },
+        command: |r| {
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg("printf 'y\\n' | git checkout -p origin/feature -- a.py")
+                .current_dir(&r.bob)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            assert!(std::fs::read_to_string(r.bob.join("a.py")).unwrap().contains("alice"));
+        },
+    },
+    Case {
+        name: "restore --source=FETCH_HEAD of a pull request",
+        setup: pull_request,
+        command: |r| {
+            r.bob(true, &["fetch", "-q", "origin", "refs/pull/1/head"]);
+            r.bob(true, &["restore", "--source=FETCH_HEAD", "pr.py", "a.py"]);
+        },
+    },
+    Case {
+        name: "merge --squash",
+        setup: |r| {
+            git(&r.alice, "alice", true, &["checkout", "-qb", "feature"]);
+            r.alice_commits("a.py", &format!("x = 1\n{ALICE}\ny = 2\n"));
+            r.alice_commits("new.py", &format!("{ALICE} (new)\n"));
+            r.bob(true, &["fetch", "-q"]);
+        },
+        command: |r| {
+            r.bob(true, &["merge", "--squash", "-q", "origin/feature"]);
+        },
+    },
+    Case {
+        name: "stash pop",
+        setup: |r| {
+            write(&r.bob, "b.py", &format!("b = 1\n{ALICE}\n"));
+            r.bob(true, &["stash", "-q"]);
+        },
+        command: |r| {
+            r.bob(true, &["stash", "pop", "-q"]);
         },
     },
 ];
@@ -291,26 +389,24 @@ fn work_tree(root: &Path) -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn markers_git_writes_are_never_announced_and_the_users_own_still_are() {
-    if Command::new("git").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: git is not installed");
-        return;
-    }
+/// Runs each case and hands every file of the work tree to the pipeline, with the window the
+/// watcher took when git's lock appeared (`windowed`) or none; a file the user saved meanwhile
+/// too. Returns the cases that leaked.
+fn leaks(cases: &[Case], windowed: bool) -> Vec<String> {
     let mut failures = Vec::new();
-    for case in CASES {
+    for case in cases {
         let r = Repos::new();
         (case.setup)(&r);
         let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
         let mut live = LivePipeline::new(r.bob.clone(), scanner);
         // What the watcher knows when git takes its lock, before the command writes anything.
-        let window = GitWindow::capture(&r.bob);
+        let window = windowed.then(|| GitWindow::capture(&r.bob));
         (case.command)(&r);
-        // The user saves an ask of their own while git holds the lock.
+        // The user saves an ask of their own in the same moments.
         write(&r.bob, "mine.py", "# @claude bob: explain the merge\n");
         let mut texts = Vec::new();
         for path in work_tree(&r.bob) {
-            texts.extend(live.process(&path, Some(&window)).into_iter().map(|a| a.marker.text));
+            texts.extend(live.process(&path, window.as_ref()).into_iter().map(|a| a.marker.text));
         }
         let want = ["@claude bob: explain the merge".to_string()];
         if texts != want {
@@ -318,11 +414,40 @@ fn markers_git_writes_are_never_announced_and_the_users_own_still_are() {
         }
         eprintln!("{}: {texts:?}", case.name);
     }
+    failures
+}
+
+#[test]
+fn markers_git_writes_are_never_announced_and_the_users_own_still_are() {
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: git is not installed");
+        return;
+    }
+    let failures = leaks(CASES, true);
     assert!(
         failures.is_empty(),
         "{} of {} git commands leaked:\n{}",
         failures.len(),
         CASES.len(),
+        failures.join("\n")
+    );
+}
+
+/// Provenance by content holds without a window too: a marker is git's when its line is in a
+/// version of the file git holds (`HEAD`, the index, every ref tip, `FETCH_HEAD`, the operation
+/// heads, the stash).
+#[test]
+fn markers_git_writes_outside_its_lock_are_never_announced() {
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: git is not installed");
+        return;
+    }
+    let failures = leaks(OUTSIDE_THE_LOCK, false);
+    assert!(
+        failures.is_empty(),
+        "{} of {} git commands leaked:\n{}",
+        failures.len(),
+        OUTSIDE_THE_LOCK.len(),
         failures.join("\n")
     );
 }
