@@ -87,7 +87,13 @@ async fn handshake_notifications_and_tools() {
     assert_eq!(info["capabilities"]["experimental"]["claude/channel"], json!({}));
     assert!(info["capabilities"]["tools"].is_object());
     assert_eq!(info["serverInfo"]["name"], "filewatch-mcp");
-    assert!(info["instructions"].as_str().unwrap().len() <= 4096);
+    let instructions = info["instructions"].as_str().unwrap();
+    assert!(instructions.len() <= 4096);
+    // A marker Claude writes would reach it as a new ask: it is told never to write one.
+    assert!(
+        instructions.contains("Never write a comment that starts with @claude"),
+        "the instructions do not forbid writing markers: {instructions}"
+    );
     let version = info["protocolVersion"].as_str().unwrap();
     assert!(
         ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"].contains(&version),
