@@ -131,6 +131,9 @@ run_windows() {
     a_takeover_fires_only_the_saves_the_owner_missed # runs git too
     saves_spawn_no_git_and_follow_head           # runs git too
     a_repository_cloned_again_in_place_is_read_anew # runs git too
+    a_moved_file_keeps_what_its_old_path_had     # runs git too
+    renames_say_where_a_file_was                 # pairs inotify's rename cookies; Wine's
+                                                 # ReadDirectoryChangesW is not Windows'
     walk::tests::honours_gitignore_and_hard_excludes # its expectation joins paths with '\'
     root_must_be_a_readable_directory            # expects Unix's "No such file or directory"
     terminal_output_cannot_be_forged             # a newline in a file name: Windows forbids it

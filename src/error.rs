@@ -171,6 +171,19 @@ pub enum Problem {
         /// How long it has been held.
         secs: u64,
     },
+    /// A file's history in git is too long to search within the bounds: its untagged markers
+    /// count as git's (not announced), as the safe side.
+    #[error(
+        "{path}: changed while git was writing, and its history is too long to search \
+         ({why}); its untagged markers are taken as git's and not announced (save the ask \
+         again, changed, to send it)"
+    )]
+    GitHistory {
+        /// The file.
+        path: PathBuf,
+        /// Which bound was reached.
+        why: String,
+    },
     /// A line from the client that is not JSON; answered with a parse error.
     #[error("malformed JSON-RPC line ({0} bytes) answered with a parse error")]
     MalformedLine(usize),

@@ -1,20 +1,29 @@
 //! Everything that knows git: where a tree's git directory is, when git holds its index lock
-//! (and so may be writing the work tree), and which lines git could have written into a file.
-//! Nothing else in the crate runs `git` or reads `.git/`.
+//! (and so may be writing the work tree), and whether a line is one git could have written into
+//! a file. Nothing else in the crate runs `git` or reads `.git/`.
 //!
-//! A save holding a new marker asks for the file's lines at `HEAD` ([`GitLines`]): `HEAD` is
-//! resolved by reading the ref files, the blob is read by one long-lived `git cat-file --batch`
-//! per repository, and the lines are kept per file by the commit they came from — so repeated
-//! saves of a file cost no git work at all, and none costs a process spawn. (The pure-Rust `gix`,
-//! even with minimal features, adds ~120 crates and ~100 CPU-seconds to a build from scratch,
-//! and would still leave `git log --all -- <path>`, with git's history simplification, to git.)
+//! Provenance is by content, always ([`GitLines::held`]): a marker's line is git's when the same
+//! line (normalised: [`normalize_line`]) is in a version of the file (or of a path it was moved
+//! from) that git holds — `HEAD`, the index stages, every ref tip (branches, remote-tracking
+//! branches, tags, pull-request refs), `FETCH_HEAD`, the heads of an operation in progress or
+//! just done (`ORIG_HEAD`, `MERGE_HEAD`, …), the other worktrees' `HEAD`s, and every stash entry
+//! with its index and untracked parts; and, for a file that changed while git held its index
+//! lock, every version in its history on any ref or reflog (bounded per file: past the bounds,
+//! the safe answer, git's). It costs no process per save: refs are read from the ref files,
+//! objects through two long-lived `git cat-file` processes per repository (`--batch-check` maps
+//! `<commit>:<path>` to a blob id, `--batch` reads a blob), and the answers are kept by object —
+//! a commit's file is always the same blob, a blob always the same lines. The caller asks only
+//! for files that hold an untagged marker. (The pure-Rust `gix`, even with minimal features,
+//! adds ~120 crates and ~100 CPU-seconds to a build from scratch, and would still leave the
+//! history walk, with git's own rules, to git.)
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hash;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::Problem;
 
@@ -87,29 +96,33 @@ impl GitDir {
         path == self.path.join("index.lock")
     }
 
-    /// True while git's index lock file is there.
+    /// True while git's index lock file is there. Only for what no event can tell: whether
+    /// git was already working when the watch began, or after events were lost.
     pub fn index_lock_exists(&self) -> bool {
         self.path.join("index.lock").exists()
     }
 
-    /// The commit `HEAD` names, read from the ref files as git keeps them (a worktree's own
-    /// `HEAD`, refs in the common directory, loose or packed). `None` where that cannot be
-    /// read so (an unborn branch, the `reftable` format): the caller asks git then.
-    fn head_commit(&self) -> Option<String> {
-        let common = match std::fs::read_to_string(self.path.join("commondir")) {
+    /// The directory shared by every worktree of the repository (refs, objects, stash).
+    fn common(&self) -> PathBuf {
+        match std::fs::read_to_string(self.path.join("commondir")) {
             Ok(text) => self.path.join(text.trim()),
             Err(_) => self.path.clone(),
-        };
-        if common.join("reftable").is_dir() {
-            return None;
         }
-        let mut text = std::fs::read_to_string(self.path.join("HEAD")).ok()?;
+    }
+
+    /// Refs in the `reftable` format cannot be read from files: git is asked then.
+    fn has_reftable(&self) -> bool {
+        self.common().join("reftable").is_dir()
+    }
+
+    /// The object id `text` names, following symbolic refs (`ref: refs/heads/main`) through
+    /// loose and packed refs, as git keeps them for this worktree.
+    fn resolve(&self, mut text: String) -> Option<String> {
+        let common = self.common();
         for _ in 0..5 {
             let text_now = text.trim();
             let Some(name) = text_now.strip_prefix("ref:").map(str::trim) else {
-                let is_id = matches!(text_now.len(), 40 | 64)
-                    && text_now.bytes().all(|b| b.is_ascii_hexdigit());
-                return is_id.then(|| text_now.to_string());
+                return is_object_id(text_now).then(|| text_now.to_string());
             };
             if name.contains("..") || !name.starts_with("refs/") {
                 return None;
@@ -129,29 +142,42 @@ impl GitDir {
         None
     }
 
-    /// What a change seen from now on may have been written from: every stash entry, newest
-    /// first, read from the ref files (no git process per lock).
-    pub fn window(&self) -> GitWindow {
-        let mut stashes: Vec<String> = std::fs::read_to_string(self.path.join("logs/refs/stash"))
+    /// The commit `HEAD` names, read from the ref files as git keeps them (a worktree's own
+    /// `HEAD`, refs in the common directory, loose or packed). `None` where that cannot be
+    /// read so (an unborn branch, the `reftable` format).
+    fn head_commit(&self) -> Option<String> {
+        if self.has_reftable() {
+            return None;
+        }
+        self.resolve(std::fs::read_to_string(self.path.join("HEAD")).ok()?)
+    }
+
+    /// Every stash entry, newest first, read from the stash's reflog (or its ref alone).
+    fn stash_entries(&self) -> Vec<String> {
+        let common = self.common();
+        let mut stashes: Vec<String> = std::fs::read_to_string(common.join("logs/refs/stash"))
             .unwrap_or_default()
             .lines()
             .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+            .filter(|s| is_object_id(s))
             .collect();
         stashes.reverse();
         if stashes.is_empty() {
-            let newest = std::fs::read_to_string(self.path.join("refs/stash")).ok().or_else(|| {
-                let packed = std::fs::read_to_string(self.path.join("packed-refs")).ok()?;
-                packed.lines().find_map(|l| l.strip_suffix(" refs/stash").map(str::to_string))
-            });
-            stashes.extend(newest.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()));
+            stashes.extend(self.resolve("ref: refs/stash".to_string()));
         }
-        GitWindow { stashes }
+        stashes
+    }
+
+    /// What a change seen from now on may have been written from: every stash entry, newest
+    /// first, read from the ref files (no git process per lock).
+    pub fn window(&self) -> GitWindow {
+        GitWindow { stashes: self.stash_entries() }
     }
 
     /// The commits of an operation git has in progress or just did: `ORIG_HEAD` (before a
     /// merge, pull, rebase, reset), `MERGE_HEAD` (the other side of a merge that stopped),
     /// `CHERRY_PICK_HEAD`, `REVERT_HEAD` and its parent (the lines a revert brings back),
-    /// `REBASE_HEAD`, `AUTO_MERGE`.
+    /// `REBASE_HEAD`; and `FETCH_HEAD`, what the last fetch brought (a pull request's head).
     fn operation_heads(&self) -> Vec<String> {
         let mut revs = Vec::new();
         for name in [
@@ -160,18 +186,96 @@ impl GitDir {
             "CHERRY_PICK_HEAD",
             "REVERT_HEAD",
             "REBASE_HEAD",
-            "AUTO_MERGE",
+            "FETCH_HEAD",
         ] {
             let text = std::fs::read_to_string(self.path.join(name)).unwrap_or_default();
-            for sha in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-                revs.push(sha.to_string());
-                if name == "REVERT_HEAD" {
-                    revs.push(format!("{sha}^"));
+            // FETCH_HEAD: `<id>\t[not-for-merge]\t<what>`, one line per ref fetched.
+            for id in text.lines().filter_map(|l| l.split_whitespace().next()) {
+                if is_object_id(id) {
+                    revs.push(id.to_string());
+                    if name == "REVERT_HEAD" {
+                        revs.push(format!("{id}^"));
+                    }
                 }
             }
         }
         revs
     }
+
+    /// Every revision whose files git holds, named as immutable objects (ids, `<id>^2`), so that
+    /// what they hold can be kept: see the module's documentation. The trees of the stash
+    /// entries in `window` (taken when git's lock appeared: a `stash pop` drops its entry) count
+    /// too. `None` for the `reftable` format, whose refs only git reads.
+    fn held_revisions(&self, window: Option<&GitWindow>) -> Option<Vec<String>> {
+        if self.has_reftable() {
+            return None;
+        }
+        let common = self.common();
+        let mut revs = Vec::new();
+        // This worktree's HEAD, then the others' (and the main one's, from a linked worktree).
+        revs.extend(self.head_commit());
+        let mut heads = vec![common.join("HEAD")];
+        if let Ok(dirs) = std::fs::read_dir(common.join("worktrees")) {
+            heads.extend(dirs.flatten().map(|d| d.path().join("HEAD")));
+        }
+        for head in heads {
+            if let Ok(text) = std::fs::read_to_string(&head) {
+                let here =
+                    GitDir { path: head.parent().unwrap_or(&common).into(), top: PathBuf::new() };
+                revs.extend(here.resolve(text));
+            }
+        }
+        loose_refs(&common.join("refs"), 0, &mut revs);
+        if self.path != common {
+            loose_refs(&self.path.join("refs"), 0, &mut revs); // per-worktree refs (bisect)
+        }
+        let packed = std::fs::read_to_string(common.join("packed-refs")).unwrap_or_default();
+        for line in packed.lines().filter(|l| !l.starts_with(['#', '^'])) {
+            revs.extend(line.split(' ').next().filter(|id| is_object_id(id)).map(str::to_string));
+        }
+        revs.extend(self.operation_heads());
+        let stashes = self.stash_entries().into_iter();
+        for stash in stashes.chain(window.into_iter().flat_map(|w| w.stashes.iter().cloned())) {
+            // The work tree's state, the index's (`^2`) and the untracked files' (`^3`).
+            revs.push(format!("{stash}^2"));
+            revs.push(format!("{stash}^3"));
+            revs.push(stash);
+        }
+        let mut seen = HashSet::new();
+        revs.retain(|r| seen.insert(r.clone()));
+        Some(revs)
+    }
+}
+
+impl GitDir {
+    /// The tree of a merge that stopped (`AUTO_MERGE`), as git wrote it to the work tree: a
+    /// tree, not a commit, so no history is walked from it.
+    fn auto_merge(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.path.join("AUTO_MERGE")).ok()?;
+        Some(text.trim().to_string()).filter(|t| is_object_id(t))
+    }
+}
+
+/// The object ids of the loose refs under `dir` (symbolic refs are left out: their targets are
+/// listed themselves), not following symlinks.
+fn loose_refs(dir: &Path, depth: usize, out: &mut Vec<String>) {
+    const DEPTH: usize = 32; // refs/remotes/origin/… nest a few levels; this is plenty
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() && depth < DEPTH {
+            loose_refs(&entry.path(), depth + 1, out);
+        } else if kind.is_file() && !entry.file_name().to_string_lossy().ends_with(".lock") {
+            if let Ok(text) = std::fs::read_to_string(entry.path()) {
+                out.extend(Some(text.trim().to_string()).filter(|id| is_object_id(id)));
+            }
+        }
+    }
+}
+
+/// A SHA-1 or SHA-256 object id in hex.
+fn is_object_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// What we knew when git took its index lock: what a change made while it held the lock
@@ -190,12 +294,20 @@ impl GitWindow {
     }
 }
 
-/// Git's index lock as the watcher sees it, by events: git is fast, and the lock may be gone
-/// by the time anyone looks, but events come in order, so every file event between the lock's
-/// creation and its removal may be git's.
+/// How many stash entries a repository's watcher remembers beyond those the stash holds now.
+const STASHES_REMEMBERED: usize = 256;
+
+/// Git's index lock as the watcher sees it, by events alone: git is fast, and the lock may be
+/// gone from the disk long before its events are read (a busy machine, a paused watcher), but
+/// inotify's events come in order on one descriptor: every event queued before the lock's
+/// deletion was written while git held it. So the lock is held from its creation event to its
+/// deletion (or rename) event, whatever the disk says meanwhile.
 #[derive(Debug, Default)]
 pub struct IndexLock {
     held: Option<Held>,
+    /// Every stash entry seen when a lock was taken or let go, newest first: a window taken
+    /// late (the watcher behind) still knows the entry a `stash pop` has already dropped.
+    stashes: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -206,15 +318,38 @@ struct Held {
 }
 
 impl IndexLock {
+    /// The lock of a repository as the watch begins: the stash entries it holds now.
+    pub fn new(git: &GitDir) -> IndexLock {
+        IndexLock { held: None, stashes: git.stash_entries() }
+    }
+
     /// Git created its index lock.
     pub fn taken(&mut self, git: &GitDir) {
-        let window = git.window();
+        self.remember_stashes(git);
+        let window = GitWindow { stashes: self.stashes.clone() };
         self.held = Some(Held { window, since: Instant::now(), stale_warned: false });
     }
 
     /// Git removed (renamed away) its index lock.
-    pub fn released(&mut self) {
+    pub fn released(&mut self, git: &GitDir) {
         self.held = None;
+        self.remember_stashes(git);
+    }
+
+    /// Events were lost: only the disk can say whether git still holds its lock.
+    pub fn after_lost_events(&mut self, git: &GitDir) {
+        if self.held.is_some() && !git.index_lock_exists() {
+            self.released(git);
+        }
+    }
+
+    fn remember_stashes(&mut self, git: &GitDir) {
+        let mut all = git.stash_entries();
+        all.append(&mut self.stashes);
+        let mut seen = HashSet::new();
+        all.retain(|s| seen.insert(s.clone()));
+        all.truncate(STASHES_REMEMBERED);
+        self.stashes = all;
     }
 
     /// The window a change seen now belongs to, `None` while git holds no lock.
@@ -222,20 +357,15 @@ impl IndexLock {
         self.held.as_ref().map(|h| h.window.clone())
     }
 
-    /// True while saves must wait for git: the lock is held and not stale. A lock whose file is
-    /// gone is released here (its removal event may still be queued).
-    pub fn holds(&mut self, git: Option<&GitDir>) -> bool {
+    /// True while saves must wait for git: the lock is held and not stale.
+    pub fn holds(&mut self, git: &GitDir) -> bool {
         let Some(held) = &mut self.held else { return false };
-        if !git.is_some_and(GitDir::index_lock_exists) {
-            self.held = None;
-            return false;
-        }
         if held.since.elapsed() < STALE_LOCK {
             return true;
         }
         if !held.stale_warned {
             held.stale_warned = true;
-            let lock = git.map_or_else(PathBuf::new, |g| g.path.join("index.lock"));
+            let lock = git.path.join("index.lock");
             Problem::StaleGitLock { lock, secs: STALE_LOCK.as_secs() }.log();
         }
         false
@@ -247,118 +377,453 @@ impl IndexLock {
     }
 }
 
-/// How many of the newest commits (on any ref) that touched a file are searched for lines a
-/// `git restore --source=<rev>` or `git checkout <rev> -- <path>` may have written: neither
-/// leaves a trace of the revision it used.
-const RECENT_COMMITS: usize = 50;
+/// A set of lines as git's versions are compared: each line's [`line_key`].
+pub type Lines = Arc<HashSet<u64>>;
 
-/// A set of lines as git's versions are compared ([`normalize_line`]), shared.
-pub type Lines = Arc<HashSet<Vec<u8>>>;
+/// The key of a line as it is compared with git's versions (and with what Claude wrote): its
+/// [`normalize_line`]d bytes, hashed (FNV-1a: the same in every process and build, for the
+/// records the hooks leave). Two lines alike in key only make a line count as old or git's:
+/// the safe side.
+pub fn line_key(line: &[u8]) -> u64 {
+    normalize_line(line)
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
 
-/// How many files' lines at `HEAD` [`GitLines`] keeps.
-const HEAD_LINES_FILES: usize = 64;
+/// The keys of every line of `text`.
+pub fn line_keys(text: &[u8]) -> HashSet<u64> {
+    text.split(|&b| b == b'\n').map(line_key).collect()
+}
 
-/// [`lines_git_could_write`] for the live path, with no process spawned per save: the lines of a
-/// file at `HEAD` are read through one long-lived `git cat-file --batch` per repository and kept
-/// by the `HEAD` commit they were read from (a commit's files never change), so saving a file
-/// again costs two small ref-file reads. Changes made while git held its lock (a `window`) are
-/// rare and need git's own revision walk: they run [`lines_git_could_write`] as it is.
+/// The keys of the lines of `path` at `HEAD`, for a one-shot caller (a resolve): readers of
+/// its own, gone when it returns. Empty outside a repository or without git.
+pub fn head_line_keys(path: &Path) -> HashSet<u64> {
+    GitLines::new().head_lines(&[path]).iter().flat_map(|lines| lines.iter().copied()).collect()
+}
+
+/// How many `(revision, path)` → blob answers are kept.
+const TREE_ANSWERS: usize = 1 << 16;
+/// How many line keys the kept blobs may hold in all (~8 bytes each, plus the sets' room).
+const BLOB_LINES: usize = 1 << 20;
+
+/// Bounds of the history searched for one file that changed while git held its lock. Past
+/// any of them, the file's untagged markers count as git's (a warning says so).
+const HISTORY_TIME: Duration = Duration::from_secs(10);
+const HISTORY_VERSIONS: usize = 100_000;
+const HISTORY_BYTES: usize = 256 * 1024 * 1024;
+
+/// Whether lines are git's, answered for the live path with no process spawned per save (see
+/// the module's documentation).
 #[derive(Default)]
 pub struct GitLines {
-    /// One reader per work tree top, started on first use.
-    readers: HashMap<PathBuf, CatFile>,
-    /// Per file: the `HEAD` commit and the lines of the file in it.
-    head: HashMap<PathBuf, (String, Lines)>,
-    /// The files of `head`, oldest first.
-    order: VecDeque<PathBuf>,
-    /// Readers started, for tests: a save must not start one.
+    /// The `cat-file` readers of each repository, by work tree top, started on first use.
+    readers: HashMap<PathBuf, Readers>,
+    /// `<revision>:<path>` → its blob id (`None`: no such file there). Revisions are ids.
+    trees: Fifo<(String, String), Option<String>>,
+    /// Blob id → the keys of its lines.
+    blobs: Fifo<String, Lines>,
+    /// The blobs of a file's history, by repository, path and the revisions it was read from.
+    histories: Fifo<(PathBuf, String, u64), Arc<Vec<String>>>,
+    /// git processes started, for tests: a save must not start one.
     started: usize,
+}
+
+/// The two long-lived readers of one repository.
+#[derive(Default)]
+struct Readers {
+    /// `--batch-check`: names to blob ids. It reads the index once, when first asked for a
+    /// stage: started again when the index file changed since (`index`).
+    check: Option<CatFile>,
+    index: Option<FileStamp>,
+    /// `--batch`: blob contents.
+    contents: Option<CatFile>,
+}
+
+/// What tells a file's versions apart without reading it: git writes its index anew (a new
+/// file renamed over) each time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    id: Option<(u64, u64)>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        let id = crate::sys::path_file_id(path).ok().flatten();
+        Some(FileStamp { len: meta.len(), modified: meta.modified().ok(), id })
+    }
 }
 
 impl GitLines {
     /// Nothing read yet.
     pub fn new() -> GitLines {
-        GitLines::default()
+        GitLines {
+            trees: Fifo::new(TREE_ANSWERS),
+            blobs: Fifo::new(BLOB_LINES),
+            histories: Fifo::new(1 << 20),
+            ..GitLines::default()
+        }
     }
 
-    /// How many `git cat-file` processes were started so far.
+    /// How many `git` processes were started so far.
     #[cfg(test)]
-    pub fn readers_started(&self) -> usize {
+    pub fn processes_started(&self) -> usize {
         self.started
     }
 
-    /// Every line git could have written into `path`: see [`lines_git_could_write`], which
-    /// this equals.
-    pub fn lines(&mut self, path: &Path, window: Option<&GitWindow>) -> Lines {
-        if window.is_some() {
-            return Arc::new(lines_git_could_write(path, window));
-        }
-        let Some((git, rel)) = repo_path(path) else { return Arc::default() };
-        // A name with a line break cannot be asked of a batch reader, one name per line.
-        let Some(commit) = git.head_commit().filter(|_| !rel.contains('\n')) else {
-            return Arc::new(lines_git_could_write(path, None));
-        };
-        if let Some((at, lines)) = self.head.get(path) {
-            if *at == commit {
-                return lines.clone();
-            }
-        }
-        let Some(blob) = self.read_blob(&git.top, &commit, &rel) else {
-            return Arc::new(lines_git_could_write(path, None)); // git is gone or failed: as before
-        };
-        let lines: HashSet<Vec<u8>> =
-            blob.unwrap_or_default().split(|&b| b == b'\n').map(normalize_line).collect();
-        let lines = Arc::new(lines);
-        self.keep(path, commit, lines.clone());
-        lines
-    }
-
-    fn keep(&mut self, path: &Path, commit: String, lines: Lines) {
-        if self.head.insert(path.to_path_buf(), (commit, lines)).is_none() {
-            self.order.push_back(path.to_path_buf());
-        }
-        while self.order.len() > HEAD_LINES_FILES {
-            if let Some(oldest) = self.order.pop_front() {
-                self.head.remove(&oldest);
-            }
-        }
-    }
-
-    /// The file `rel` in `commit` through the repository's reader (started, or restarted once
-    /// if it died or went stale): `Some(None)` when the commit has no such file, `None` when
-    /// git cannot answer.
-    fn read_blob(&mut self, top: &Path, commit: &str, rel: &str) -> Option<Option<Vec<u8>>> {
-        for _ in 0..2 {
-            if !self.readers.contains_key(top) {
-                let reader = CatFile::start(top)?;
-                self.started += 1;
-                self.readers.insert(top.to_path_buf(), reader);
-            }
-            let reader = self.readers.get_mut(top)?;
-            // Objects never change, so a reader can be wrong only by calling one missing: a
-            // file the commit lacks is missing only if the commit itself is known. A reader
-            // that does not know the commit is stale (started in a repository since deleted
-            // and cloned again, its directory gone) and would call every file of the new
-            // commits missing: untracked, so their markers the user's.
-            let answer = match reader.read(&format!("{commit}:{rel}")) {
-                Ok(Some(blob)) => return Some(Some(blob)),
-                Ok(None) => reader.read(commit),
-                Err(e) => Err(e),
+    /// The keys of the lines of each of `paths` (a file, then the paths it was moved from) at
+    /// `HEAD`: what the file held before, as far as git knows. Empty outside a repository.
+    pub fn head_lines(&mut self, paths: &[&Path]) -> Vec<Lines> {
+        let mut out = Vec::new();
+        for path in paths {
+            let Some((git, rel)) = repo_path(path) else { continue };
+            let Some(commit) = git.head_commit().filter(|_| !rel.contains('\n')) else {
+                continue;
             };
-            match answer {
-                Ok(Some(_)) => return Some(None),
-                Ok(None) => tracing::debug!("git cat-file in {}: no {commit}", top.display()),
-                Err(e) => tracing::debug!("git cat-file in {}: {e}", top.display()),
+            if let Some(Some(blob)) = self.blob_at(&git, &commit, &rel) {
+                out.extend(self.blob_lines(&git, &blob));
             }
-            self.readers.remove(top);
+        }
+        out
+    }
+
+    /// Which of `keys` (see [`line_key`]) are lines git holds in a version of one of `paths`
+    /// (the file, then the paths it was moved from): see the module's documentation. With a
+    /// `window` (the file changed while git held its lock) the files' histories are searched
+    /// too. What git cannot answer (no git, a broken repository) counts as no version.
+    pub fn held(
+        &mut self,
+        paths: &[&Path],
+        window: Option<&GitWindow>,
+        keys: &HashSet<u64>,
+    ) -> HashSet<u64> {
+        let mut left = keys.clone();
+        let mut found = HashSet::new();
+        for path in paths {
+            if left.is_empty() {
+                break;
+            }
+            let Some((git, rel)) = repo_path(path) else { continue };
+            if rel.contains('\n') {
+                // No batch reader takes such a name: the safe answer.
+                tracing::debug!(
+                    "{}: a line break in its name; its markers count as git's",
+                    path.display()
+                );
+                found.extend(left.drain());
+                break;
+            }
+            let revs = match git.held_revisions(window) {
+                Some(revs) => revs,
+                None => self.revisions_from_git(&git, window),
+            };
+            let mut blobs: Vec<String> = Vec::new();
+            for rev in revs.iter().chain(&git.auto_merge()) {
+                if let Some(Some(blob)) = self.blob_at(&git, rev, &rel) {
+                    blobs.push(blob);
+                }
+            }
+            blobs.extend(self.staged(&git, &rel));
+            let mut seen = HashSet::new();
+            for blob in blobs.into_iter().filter(|b| seen.insert(b.clone())) {
+                if let Some(lines) = self.blob_lines(&git, &blob) {
+                    take_held(&lines, &mut left, &mut found);
+                }
+                if left.is_empty() {
+                    return found;
+                }
+            }
+            if window.is_some() {
+                self.search_history(&git, path, &rel, &revs, &seen, &mut left, &mut found);
+            }
+        }
+        found
+    }
+
+    /// The blob `rel` is in `rev`, asked of the repository's check reader (kept by revision:
+    /// only immutable names are asked). `None`: git cannot answer; `Some(None)`: no such file.
+    fn blob_at(&mut self, git: &GitDir, rev: &str, rel: &str) -> Option<Option<String>> {
+        let key = (rev.to_string(), rel.to_string());
+        if let Some(answer) = self.trees.get(&key) {
+            return Some(answer.clone());
+        }
+        let name = format!("{rev}:{rel}");
+        let blob = |answer: Option<(String, String)>| answer.filter(|(_, t)| t == "blob");
+        let mut answer = blob(self.check(git, &name, false)?);
+        // Objects never change, so a reader can be wrong only by calling one missing: a file
+        // the revision lacks is missing only if the revision itself is known. A reader that
+        // does not know it is stale (started in a repository since deleted and cloned again,
+        // its directory gone) and would call every file of the new commits missing: untracked,
+        // so their markers the user's. It is started again, once.
+        let base = rev.split('^').next().unwrap_or(rev);
+        if answer.is_none() && self.check(git, base, false)?.is_none() {
+            tracing::debug!("git cat-file in {}: no {base}; started again", git.top.display());
+            // Both readers: the contents one was started in the same gone repository.
+            self.readers.remove(&git.top);
+            answer = blob(self.check(git, &name, false)?);
+        }
+        let answer = answer.map(|(id, _)| id);
+        self.trees.insert(key, answer.clone(), 1);
+        Some(answer)
+    }
+
+    /// The blobs of `rel` in the index, every stage (a conflict's base, ours, theirs), as the
+    /// index file is now.
+    fn staged(&mut self, git: &GitDir, rel: &str) -> Vec<String> {
+        let mut blobs = Vec::new();
+        for stage in 0..=3 {
+            if let Some(Some((id, kind))) = self.check(git, &format!(":{stage}:{rel}"), true) {
+                if kind == "blob" {
+                    blobs.push(id);
+                }
+            }
+        }
+        blobs
+    }
+
+    /// One answer of the repository's `--batch-check` reader (started, or restarted once if it
+    /// died; with `index`, restarted too if the index file changed since it read it).
+    fn check(&mut self, git: &GitDir, name: &str, index: bool) -> Option<Option<(String, String)>> {
+        let index_file = git.path.join("index");
+        for _ in 0..2 {
+            let readers = self.readers.entry(git.top.clone()).or_default();
+            if index && readers.check.is_some() && readers.index != FileStamp::of(&index_file) {
+                readers.check = None; // it read an older index
+            }
+            if readers.check.is_none() {
+                // Taken first: an index written meanwhile starts the reader again next time.
+                readers.index = FileStamp::of(&index_file);
+                readers.check = Some(CatFile::start(&git.top, "--batch-check")?);
+                self.started += 1;
+            }
+            let readers = self.readers.get_mut(&git.top)?;
+            match readers.check.as_mut()?.check(name) {
+                Ok(answer) => return Some(answer),
+                Err(e) => tracing::debug!("git cat-file in {}: {e}", git.top.display()),
+            }
+            readers.check = None;
         }
         None
     }
+
+    /// The keys of the lines of `blob` (kept), `None` if git cannot read it.
+    fn blob_lines(&mut self, git: &GitDir, blob: &str) -> Option<Lines> {
+        if let Some(lines) = self.blobs.get(&blob.to_string()) {
+            return Some(lines.clone());
+        }
+        let bytes = self.contents(git, blob)?;
+        let lines = Arc::new(line_keys(&bytes));
+        self.blobs.insert(blob.to_string(), lines.clone(), lines.len().max(1));
+        Some(lines)
+    }
+
+    /// The bytes of `blob` through the repository's `--batch` reader.
+    fn contents(&mut self, git: &GitDir, blob: &str) -> Option<Vec<u8>> {
+        for _ in 0..2 {
+            let readers = self.readers.entry(git.top.clone()).or_default();
+            if readers.contents.is_none() {
+                readers.contents = Some(CatFile::start(&git.top, "--batch")?);
+                self.started += 1;
+            }
+            let readers = self.readers.get_mut(&git.top)?;
+            match readers.contents.as_mut()?.read(blob) {
+                Ok(bytes) => return bytes,
+                Err(e) => tracing::debug!("git cat-file in {}: {e}", git.top.display()),
+            }
+            readers.contents = None;
+        }
+        None
+    }
+
+    /// [`GitDir::held_revisions`] for refs only git can read (`reftable`): one process each.
+    fn revisions_from_git(&mut self, git: &GitDir, window: Option<&GitWindow>) -> Vec<String> {
+        let mut revs: Vec<String> = Vec::new();
+        let ask = |args: &[&str]| -> Vec<String> {
+            let out = git_command(&git.top).args(args).stderr(Stdio::null()).output();
+            let out = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            out.unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .filter(|l| is_object_id(l))
+                .collect()
+        };
+        revs.extend(ask(&["rev-parse", "--verify", "-q", "HEAD"]));
+        revs.extend(ask(&["for-each-ref", "--format=%(objectname)"]));
+        let stashes = ask(&["log", "-g", "--format=%H", "refs/stash"]);
+        self.started += 3;
+        revs.extend(git.operation_heads());
+        for stash in stashes.into_iter().chain(window.into_iter().flat_map(|w| w.stashes.clone())) {
+            revs.push(format!("{stash}^2"));
+            revs.push(format!("{stash}^3"));
+            revs.push(stash);
+        }
+        revs
+    }
+
+    /// Searches the history of `rel` on every ref and reflog, and the revisions `revs` (those
+    /// no ref names: `FETCH_HEAD`, the operation heads, the stash entries of the window), for
+    /// the lines still `left`, each version once (blobs in `seen` were read already). Bounded
+    /// per file: past a bound, what is left counts as git's.
+    #[allow(clippy::too_many_arguments)]
+    fn search_history(
+        &mut self,
+        git: &GitDir,
+        path: &Path,
+        rel: &str,
+        revs: &[String],
+        seen: &HashSet<String>,
+        left: &mut HashSet<u64>,
+        found: &mut HashSet<u64>,
+    ) {
+        let started = Instant::now();
+        let fingerprint = {
+            use std::hash::Hasher;
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            revs.hash(&mut h);
+            h.finish()
+        };
+        let key = (git.top.clone(), rel.to_string(), fingerprint);
+        let versions = match self.histories.get(&key) {
+            Some(versions) => Ok(versions.clone()),
+            None => {
+                self.started += 1;
+                history_blobs(&git.top, rel, revs).map(Arc::new)
+            }
+        };
+        let versions = match versions {
+            Ok(versions) => versions,
+            Err(why) => {
+                Problem::GitHistory { path: path.to_path_buf(), why }.log();
+                found.extend(left.drain());
+                return;
+            }
+        };
+        self.histories.insert(key, versions.clone(), versions.len().max(1));
+        let mut bytes = 0;
+        for blob in versions.iter().filter(|b| !seen.contains(*b)) {
+            let lines = match self.blobs.get(blob) {
+                Some(lines) => lines.clone(),
+                None => {
+                    let Some(content) = self.contents(git, blob) else { continue };
+                    bytes += content.len();
+                    let lines = Arc::new(line_keys(&content));
+                    self.blobs.insert(blob.clone(), lines.clone(), lines.len().max(1));
+                    lines
+                }
+            };
+            take_held(&lines, left, &mut *found);
+            if left.is_empty() {
+                return;
+            }
+            let why = if bytes > HISTORY_BYTES {
+                Some(format!("over {} MiB of its versions read", HISTORY_BYTES >> 20))
+            } else if started.elapsed() > HISTORY_TIME {
+                Some(format!("over {} s", HISTORY_TIME.as_secs()))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                Problem::GitHistory { path: path.to_path_buf(), why }.log();
+                found.extend(left.drain());
+                return;
+            }
+        }
+    }
 }
 
-/// A `git cat-file --batch` kept running: a name in, a blob out, no process per question.
-/// Only names of immutable objects (`<commit>:<path>`) are asked, so nothing it may cache
-/// (the index, refs) can go stale.
+/// Moves the keys of `left` that `lines` holds into `found`.
+fn take_held(lines: &HashSet<u64>, left: &mut HashSet<u64>, found: &mut HashSet<u64>) {
+    left.retain(|k| {
+        let held = lines.contains(k);
+        if held {
+            found.insert(*k);
+        }
+        !held
+    });
+}
+
+/// Every blob `rel` has had in a commit reachable from a ref, a reflog or `revs`: the versions
+/// `git restore --source=<rev>` or `git checkout <rev> -- <path>` may have written (neither
+/// leaves a trace of the revision it used). Each commit's change to the file, merges against
+/// every parent, no history simplified away. Bounded by [`HISTORY_TIME`] and
+/// [`HISTORY_VERSIONS`]: past them, an error saying which.
+fn history_blobs(top: &Path, rel: &str, revs: &[String]) -> Result<Vec<String>, String> {
+    let mut git = git_command(top);
+    git.args(["--literal-pathspecs", "log", "--all", "--reflog", "--full-history", "-m"])
+        .args(["--no-renames", "--format=", "--raw", "-z", "--no-abbrev", "--ignore-missing"])
+        .args(["--stdin", "--", rel])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = git.spawn().map_err(|e| format!("git log: {e}"))?;
+    let input: String = revs.iter().map(|r| format!("{r}\n")).collect();
+    let mut stdin = child.stdin.take();
+    // Written from another thread: git answers as it reads, and a pipe holds only so much.
+    let writer = std::thread::spawn(move || {
+        if let Some(stdin) = stdin.as_mut() {
+            let _ = stdin.write_all(input.as_bytes());
+        }
+    });
+    let stdout = child.stdout.take();
+    let child = Arc::new(std::sync::Mutex::new(child));
+    // A watchdog ends a walk that takes too long (a history of millions of commits).
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let child = child.clone();
+        std::thread::spawn(move || {
+            let timed_out = matches!(
+                finished.recv_timeout(HISTORY_TIME),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+            );
+            if timed_out {
+                let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
+            }
+            timed_out
+        })
+    };
+    let mut blobs = Vec::new();
+    let mut seen = HashSet::new();
+    let mut too_many = false;
+    if let Some(stdout) = stdout {
+        // `:<mode> <mode> <old id> <new id> <status>\0<path>\0`, per commit and parent.
+        for field in BufReader::new(stdout).split(0).map_while(Result::ok) {
+            let Some(raw) = field.strip_prefix(b":") else { continue };
+            let text = String::from_utf8_lossy(raw);
+            for id in text.split(' ').skip(2).take(2) {
+                if is_object_id(id) && id.bytes().any(|b| b != b'0') && seen.insert(id.to_string())
+                {
+                    blobs.push(id.to_string());
+                }
+            }
+            if blobs.len() > HISTORY_VERSIONS {
+                too_many = true;
+                let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
+                break;
+            }
+        }
+    }
+    let _ = done.send(());
+    let timed_out = watchdog.join().unwrap_or(true);
+    let _ = writer.join();
+    let status = child.lock().unwrap_or_else(|e| e.into_inner()).wait();
+    if too_many {
+        return Err(format!("over {HISTORY_VERSIONS} versions"));
+    }
+    if timed_out {
+        return Err(format!("over {} s", HISTORY_TIME.as_secs()));
+    }
+    match status {
+        Ok(s) if s.success() => Ok(blobs),
+        // No commit yet, or not a repository git can read: no history.
+        Ok(_) => Ok(blobs),
+        Err(e) => Err(format!("git log: {e}")),
+    }
+}
+
+/// A `git cat-file` kept running (`--batch` or `--batch-check`): a name in, an answer out, no
+/// process per question.
 struct CatFile {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -366,37 +831,53 @@ struct CatFile {
 }
 
 impl CatFile {
-    fn start(top: &Path) -> Option<CatFile> {
-        let mut child = cat_file_batch(top).spawn().ok()?; // no git at all
+    fn start(top: &Path, mode: &str) -> Option<CatFile> {
+        let mut git = git_command(top);
+        git.args(["cat-file", mode]);
+        git.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = git.spawn().ok()?; // no git at all
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take()?);
         Some(CatFile { child, stdin, stdout })
     }
 
-    /// The blob named `object` (one line, no line break), `None` if it does not exist.
-    fn read(&mut self, object: &str) -> std::io::Result<Option<Vec<u8>>> {
+    fn ask(&mut self, name: &str) -> std::io::Result<Option<(String, String, usize)>> {
         let stdin = self.stdin.as_mut().ok_or(std::io::ErrorKind::BrokenPipe)?;
-        stdin.write_all(format!("{object}\n").as_bytes())?;
+        stdin.write_all(format!("{name}\n").as_bytes())?;
         stdin.flush()?;
         let mut header = String::new();
         if self.stdout.read_line(&mut header)? == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
-        let Some(size) = batch_header(&header)? else { return Ok(None) };
+        batch_header(&header)
+    }
+
+    /// `--batch-check`: the id and type of the object `name` (one line, no line break), `None`
+    /// if it does not exist.
+    fn check(&mut self, name: &str) -> std::io::Result<Option<(String, String)>> {
+        Ok(self.ask(name)?.map(|(id, kind, _)| (id, kind)))
+    }
+
+    /// `--batch`: the contents of the object `name`, `None` if it does not exist.
+    fn read(&mut self, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+        let Some((_, _, size)) = self.ask(name)? else { return Ok(None) };
         read_blob(&mut self.stdout, size).map(Some)
     }
 }
 
-/// The size in a `git cat-file --batch` header: `<oid> <type> <size>`, followed by the content
-/// and a newline; `None` for `<name> missing` (or `ambiguous`), a line alone — whatever spaces
-/// the name holds.
-fn batch_header(header: &str) -> std::io::Result<Option<usize>> {
+/// A `git cat-file --batch` header: `<oid> <type> <size>` (followed, in `--batch`, by the
+/// content and a newline); `None` for `<name> missing` (or `ambiguous`), a line alone — whatever
+/// spaces the name holds.
+fn batch_header(header: &str) -> std::io::Result<Option<(String, String, usize)>> {
     let header = header.trim_end_matches('\n');
     if header.ends_with(" missing") || header.ends_with(" ambiguous") {
         return Ok(None);
     }
     match header.split(' ').collect::<Vec<_>>().as_slice() {
-        [_, _, size] => size.parse().map(Some).map_err(|_| std::io::ErrorKind::InvalidData.into()),
+        [id, kind, size] => match size.parse() {
+            Ok(size) => Ok(Some((id.to_string(), kind.to_string(), size))),
+            Err(_) => Err(std::io::ErrorKind::InvalidData.into()),
+        },
         _ => Err(std::io::ErrorKind::InvalidData.into()),
     }
 }
@@ -426,31 +907,20 @@ impl Drop for CatFile {
     }
 }
 
-/// Every line git could have written into `path`, compared as git's filters leave them
-/// alike: without line endings (`eol`, `autocrlf`) and with `$Id…$` keywords collapsed
-/// (`ident`). (`cat-file --filters` would apply them exactly, but in batch mode it reports the
-/// unfiltered size, so its output cannot be read reliably.) Always the file at `HEAD`. When it changed while git held its lock (`window`):
-/// also every index stage (a conflict's base, ours, theirs), the heads of the operation in
-/// progress (merge, cherry-pick, revert, rebase, `ORIG_HEAD`), every stash entry, and the file
-/// in its newest commits on any ref. Empty outside a repository or without git.
-pub fn lines_git_could_write(path: &Path, window: Option<&GitWindow>) -> HashSet<Vec<u8>> {
-    let Some((git, rel)) = repo_path(path) else { return HashSet::new() };
-    let mut objects = vec![format!("HEAD:{rel}")];
-    if let Some(window) = window {
-        objects.extend((0..=3).map(|stage| format!(":{stage}:{rel}")));
-        let revs = git.operation_heads().into_iter().chain(window.stashes.iter().cloned());
-        let revs = revs.chain(recent_commits(&git.top, &rel));
-        objects.extend(revs.map(|rev| format!("{rev}:{rel}")));
-    }
-    let mut lines = HashSet::new();
-    for text in cat_files(&git.top, &objects) {
-        lines.extend(text.split(|&b| b == b'\n').map(normalize_line));
-    }
-    lines
+/// `git` in the repository at `top`. It never waits on a person or the network: no credential
+/// prompt, no lazy fetch of a partial clone's missing blobs (those count as missing).
+fn git_command(top: &Path) -> Command {
+    let mut git = Command::new("git");
+    git.arg("-C").arg(crate::sys::plain_path(top).as_ref());
+    git.env("GIT_TERMINAL_PROMPT", "0").env("GIT_NO_LAZY_FETCH", "1");
+    git.stdin(Stdio::null());
+    git
 }
 
 /// A work-tree line as git's versions are compared with it: no `\r`, keywords collapsed
-/// (`$Id: 3e1f… $` → `$Id$`), since `ident` expands them on checkout.
+/// (`$Id: 3e1f… $` → `$Id$`), since `ident` expands them on checkout. (`cat-file --filters`
+/// would apply the filters exactly, but in batch mode it reports the unfiltered size, so its
+/// output cannot be read reliably.)
 pub fn normalize_line(line: &[u8]) -> Vec<u8> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let Some(start) = memchr::memmem::find(line, b"$Id:") else { return line.to_vec() };
@@ -470,64 +940,40 @@ fn repo_path(path: &Path) -> Option<(GitDir, String)> {
     Some((git, rel.join("/")))
 }
 
-/// The newest commits on any ref that touched `rel`.
-fn recent_commits(top: &Path, rel: &str) -> Vec<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(crate::sys::plain_path(top).as_ref())
-        .args(["log", "--all", "--format=%H", &format!("-n{RECENT_COMMITS}"), "--", rel])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output();
-    match out {
-        Ok(out) if out.status.success() => {
-            String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
-        }
-        _ => Vec::new(),
+/// A map that forgets its oldest entries once their costs pass a total.
+struct Fifo<K, V> {
+    map: HashMap<K, (V, usize)>,
+    order: VecDeque<K>,
+    cost: usize,
+    max: usize,
+}
+
+impl<K, V> Default for Fifo<K, V> {
+    fn default() -> Self {
+        Fifo { map: HashMap::new(), order: VecDeque::new(), cost: 0, max: 0 }
     }
 }
 
-/// `git cat-file --batch` in the repository at `top`, its input and output ours. It never
-/// waits on a person or the network: no credential prompt, no lazy fetch of a partial clone's
-/// missing blobs (those count as missing).
-fn cat_file_batch(top: &Path) -> Command {
-    let mut git = Command::new("git");
-    git.arg("-C").arg(crate::sys::plain_path(top).as_ref()).args(["cat-file", "--batch"]);
-    git.env("GIT_TERMINAL_PROMPT", "0").env("GIT_NO_LAZY_FETCH", "1");
-    git.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
-    git
-}
+impl<K: Hash + Eq + Clone, V> Fifo<K, V> {
+    fn new(max: usize) -> Self {
+        Fifo { max, ..Fifo::default() }
+    }
 
-/// The contents of the blobs named by `objects` (`<rev>:<path>`, `:<stage>:<path>`), in one
-/// `git cat-file --batch`; objects that do not exist are left out.
-fn cat_files(top: &Path, objects: &[String]) -> Vec<Vec<u8>> {
-    let child = cat_file_batch(top).spawn();
-    let Ok(mut child) = child else { return Vec::new() }; // no git at all
-    let input: String = objects.iter().map(|o| format!("{o}\n")).collect();
-    let mut stdin = child.stdin.take();
-    // Written from another thread: git answers as it reads, and a pipe holds only so much.
-    let writer = std::thread::spawn(move || {
-        if let Some(stdin) = stdin.as_mut() {
-            let _ = stdin.write_all(input.as_bytes());
+    fn get(&self, key: &K) -> Option<&V> {
+        self.map.get(key).map(|(v, _)| v)
+    }
+
+    fn insert(&mut self, key: K, value: V, cost: usize) {
+        match self.map.insert(key.clone(), (value, cost)) {
+            Some((_, old)) => self.cost -= old,
+            None => self.order.push_back(key),
         }
-    });
-    let mut texts = Vec::new();
-    if let Some(stdout) = child.stdout.take() {
-        let mut out = BufReader::new(stdout);
-        for _ in objects {
-            let mut header = String::new();
-            if out.read_line(&mut header).unwrap_or(0) == 0 {
-                break;
-            }
-            let Ok(size) = batch_header(&header) else { break };
-            let Some(size) = size else { continue }; // missing
-            match read_blob(&mut out, size) {
-                Ok(blob) => texts.push(blob),
-                Err(_) => break,
+        self.cost += cost;
+        while self.cost > self.max {
+            let Some(oldest) = self.order.pop_front() else { break };
+            if let Some((_, gone)) = self.map.remove(&oldest) {
+                self.cost -= gone;
             }
         }
     }
-    let _ = writer.join();
-    let _ = child.wait();
-    texts
 }

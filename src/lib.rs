@@ -18,6 +18,7 @@
 
 mod asks;
 mod autosave;
+mod claude_writes;
 mod error;
 mod fsio;
 mod git;
@@ -38,6 +39,7 @@ mod walk;
 mod watch;
 
 pub use asks::{AskRecord, Asks, TagMode, RESOLVED_WINDOW};
+pub use claude_writes::{record_hook, HookError};
 pub use error::{Problem, StartError};
 pub use fsio::{read_source, replace_checked, ReadError, Source, WriteError, MAX_FILE_SIZE};
 pub use git::GitWindow;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::asks::{self, AskRecord, Asks, TagMode};
 use crate::autosave::{Draft, Drafts, KeptHabit, LineDiff};
+use crate::claude_writes::ClaudeWrites;
 use crate::error::{Problem, StartError};
 use crate::fsio::{self, Source, WriteError};
 use crate::git::{self, GitLines, GitWindow};
@@ -99,8 +100,13 @@ pub struct LivePipeline<'t> {
     trees: TreeCache,
     /// What git could have written into a file: no process spawned per save.
     git: GitLines,
-    /// Untagged markers that git brought, by file and line text: not announced this run.
-    from_git: HashSet<(PathBuf, Vec<u8>)>,
+    /// What Claude's own file tools wrote (recorded by its hooks).
+    claude: ClaudeWrites,
+    /// Untagged markers the user did not type (git brought them, Claude wrote them), by file
+    /// and line key: not announced this run.
+    not_typed: HashSet<(PathBuf, u64)>,
+    /// Where files renamed inside the root were before.
+    renames: Renames,
     /// Files read and scanned (not skipped as unchanged): for logs and tests.
     scanned: usize,
     /// The directory of the file at hand, held since it was read.
@@ -141,7 +147,9 @@ impl<'t> LivePipeline<'t> {
             previous: Previous::default(),
             trees: TreeCache::new(),
             git: GitLines::new(),
-            from_git: HashSet::new(),
+            claude: ClaudeWrites::new(),
+            not_typed: HashSet::new(),
+            renames: Renames::default(),
             scanned: 0,
             here: None,
             settle: Duration::ZERO,
@@ -170,7 +178,12 @@ impl<'t> LivePipeline<'t> {
     /// Handles one changed file as if every ask reached its client at once, and writes every
     /// tag owed at once (whatever the settle time); returns the asks. For tests and tools.
     pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
-        let change = Change { path: path.to_path_buf(), from_git: from_git.cloned(), rescan: None };
+        let change = Change {
+            path: path.to_path_buf(),
+            from_git: from_git.cloned(),
+            rescan: None,
+            renamed_from: Vec::new(),
+        };
         let mut asks = self.process_change(&change, usize::MAX);
         self.delivered(&asks);
         let tagged = self.write_all_tags();
@@ -187,7 +200,15 @@ impl<'t> LivePipeline<'t> {
     /// watching began) — a rescan never fires markers nobody saved (a vendored file's, a
     /// dormant one).
     pub fn process_change(&mut self, change: &Change, room: usize) -> Vec<Ask> {
-        self.look(change, room, false)
+        let asks = self.look(change, room, false);
+        self.let_go();
+        asks
+    }
+
+    /// Lets go of the directory held since the last read: an open directory keeps the kernel
+    /// from reporting its deletion (the root's `rm -rf` would go unseen until the next save).
+    fn let_go(&mut self) {
+        self.here = None;
     }
 
     fn look(&mut self, change: &Change, room: usize, all_ready: bool) -> Vec<Ask> {
@@ -200,6 +221,7 @@ impl<'t> LivePipeline<'t> {
             self.drafts.forget(path);
             return Vec::new();
         };
+        self.follow_rename(change);
         let hash = content_hash(&source.bytes);
         if self.last_seen.get(path) == Some(&hash) {
             tracing::debug!("{}: unchanged since we left it", path.display());
@@ -219,8 +241,13 @@ impl<'t> LivePipeline<'t> {
         let diff = self.previous.get(path).map(|old| LineDiff::between(old, bytes));
         let (markers, mut fresh, revisions) = self.fresh_markers(lang, path, &file, bytes, diff);
         if !fresh.is_empty() {
-            let old_lines = self.old_lines(path, change.from_git.as_ref());
-            fresh = self.drop_git_lines(path, bytes, fresh, &old_lines.git);
+            fresh = self.drop_claude_lines(path, bytes, fresh);
+        }
+        if !fresh.is_empty() {
+            fresh = self.drop_git_lines(path, bytes, fresh, change.from_git.as_ref());
+        }
+        if !fresh.is_empty() {
+            let old_lines = self.old_lines(path);
             fresh = cut_to_new_lines(lang, bytes, fresh, &old_lines);
         }
         let mut candidates: Vec<Draft> = revisions;
@@ -342,48 +369,114 @@ impl<'t> LivePipeline<'t> {
             .into_iter()
             .map(|(i, id, _)| Draft::new(markers[i].clone(), Some(id), now))
             .collect();
-        let is_git = |m: &Marker| self.from_git.contains(&(path.to_path_buf(), line_of(bytes, m)));
+        let paths = self.renames.chain(path);
+        let not_typed = |m: &Marker| {
+            let key = git::line_key(&line_of(bytes, m));
+            paths.iter().any(|p| self.not_typed.contains(&(p.clone(), key)))
+        };
         let fresh = markers
             .iter()
             .enumerate()
             .filter(|(i, m)| pairs[*i].is_none() && !revised.contains(i) && !m.is_tagged())
             .map(|(_, m)| m.clone())
-            .filter(|m| !is_git(m))
+            .filter(|m| !not_typed(m))
             .collect();
         (markers, fresh, revisions)
     }
 
-    /// The lines the file held before: in git (see [`git::lines_git_could_write`]) and in the
-    /// version we last saw.
-    fn old_lines(&mut self, path: &Path, from_git: Option<&GitWindow>) -> OldLines {
-        let git = self.git.lines(path, from_git);
-        let seen = match self.previous.get(path) {
-            Some(previous) => previous.split(|&b| b == b'\n').map(git::normalize_line).collect(),
-            None => HashSet::new(),
-        };
+    /// The lines the file held before: at `HEAD` (its own path's and those it was renamed
+    /// from) and in the version we last saw.
+    fn old_lines(&mut self, path: &Path) -> OldLines {
+        let paths = self.renames.chain(path);
+        let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        let git = self.git.head_lines(&paths);
+        let seen = self.previous.get(path).map(git::line_keys).unwrap_or_default();
         OldLines { git, seen }
     }
 
     /// Drops the markers that arrived through git rather than from the user's hands: their
-    /// trigger line is in a version of the file git could have written. They stay quiet for
-    /// the rest of the run.
+    /// trigger line is in a version of the file (or of a path it was renamed from) that git
+    /// holds; with `window` (it changed while git held its lock), in its history too (see
+    /// [`GitLines::held`]). They stay quiet for the rest of the run.
     fn drop_git_lines(
         &mut self,
         path: &Path,
         bytes: &[u8],
+        fresh: Vec<Marker>,
+        window: Option<&GitWindow>,
+    ) -> Vec<Marker> {
+        let paths = self.renames.chain(path);
+        let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        let keys: HashSet<u64> = fresh.iter().map(|m| git::line_key(&line_of(bytes, m))).collect();
+        let held = self.git.held(&paths, window, &keys);
+        self.drop_not_typed(path, bytes, fresh, &held, "from git")
+    }
+
+    /// Drops the markers on lines Claude's own file tools wrote (as its hooks recorded them,
+    /// for the file or a path it was renamed from). They stay quiet for the rest of the run.
+    fn drop_claude_lines(&mut self, path: &Path, bytes: &[u8], fresh: Vec<Marker>) -> Vec<Marker> {
+        let written: HashSet<u64> =
+            self.renames.chain(path).iter().flat_map(|p| self.claude.lines(p)).collect();
+        self.drop_not_typed(path, bytes, fresh, &written, "written by Claude")
+    }
+
+    /// Drops the markers whose line's key is in `keys`, remembering them as not typed.
+    fn drop_not_typed(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
         mut fresh: Vec<Marker>,
-        git_lines: &HashSet<Vec<u8>>,
+        keys: &HashSet<u64>,
+        why: &str,
     ) -> Vec<Marker> {
         fresh.retain(|m| {
-            let line = line_of(bytes, m);
-            let arrived = git_lines.contains(&git::normalize_line(&line));
-            if arrived {
-                tracing::debug!("{}:{}: from git, not announced", path.display(), m.line);
-                self.from_git.insert((path.to_path_buf(), line));
+            let key = git::line_key(&line_of(bytes, m));
+            let not_typed = keys.contains(&key);
+            if not_typed {
+                tracing::debug!("{}:{}: {why}, not announced", path.display(), m.line);
+                self.not_typed.insert((path.to_path_buf(), key));
             }
-            !arrived
+            !not_typed
         });
         fresh
+    }
+
+    /// A file renamed inside the root (itself, or a directory above it) keeps what it had at
+    /// its old paths: their versions in git and Claude's records (through `renames`), the
+    /// markers found not typed there, their last bytes and hash when it has none of its own,
+    /// and — when the old path is gone, a move and not a copy — their asks, which are now its.
+    fn follow_rename(&mut self, change: &Change) {
+        let path = &change.path;
+        let mut to = path.clone();
+        for from in &change.renamed_from {
+            if from == &to || from == path {
+                continue;
+            }
+            self.renames.insert(&to, from);
+            to = from.clone();
+            if self.previous.get(path).is_none() {
+                if let Some(bytes) = self.previous.get(from).map(<[u8]>::to_vec) {
+                    self.previous.insert(path, &bytes);
+                }
+            }
+            if let (false, Some(&hash)) =
+                (self.last_seen.contains_key(path), self.last_seen.get(from))
+            {
+                self.last_seen.insert(path.clone(), hash);
+            }
+            let keys: Vec<u64> =
+                self.not_typed.iter().filter(|(p, _)| p == from).map(|(_, k)| *k).collect();
+            self.not_typed.extend(keys.into_iter().map(|k| (path.clone(), k)));
+            if !from.exists() {
+                let (old, new) = (relative(&self.root, from), relative(&self.root, path));
+                self.asks.update(|records| {
+                    for r in records.iter_mut().filter(|r| r.file == old) {
+                        tracing::debug!("{old} → {new}: {} follows its file", r.id);
+                        r.file = new.clone();
+                    }
+                });
+            }
+        }
     }
 
     /// Records the ready markers as asks — new ones with new ids (unless another server on the
@@ -479,7 +572,9 @@ impl<'t> LivePipeline<'t> {
     pub fn backlog(&mut self, room: usize) -> Option<Vec<Ask>> {
         let change = self.backlog.pop_front()?;
         self.last_seen.remove(&change.path); // look again, although we left it so
-        Some(self.look(&change, room, true))
+        let asks = self.look(&change, room, true);
+        self.let_go();
+        Some(asks)
     }
 
     /// When the worker must wake with no event: a draft due, or a tag.
@@ -498,6 +593,7 @@ impl<'t> LivePipeline<'t> {
             asks.extend(self.ripen(&path, now, settle, room.saturating_sub(asks.len())));
         }
         self.write_due_tags(now);
+        self.let_go();
         asks
     }
 
@@ -508,7 +604,8 @@ impl<'t> LivePipeline<'t> {
             self.drafts.forget(path);
             return Vec::new();
         };
-        let change = Change { path: path.to_path_buf(), from_git: None, rescan: None };
+        let change =
+            Change { path: path.to_path_buf(), from_git: None, rescan: None, renamed_from: vec![] };
         if self.last_seen.get(path) != Some(&content_hash(&source.bytes)) {
             return self.look(&change, room, false); // changed: its event is on its way too
         }
@@ -538,7 +635,9 @@ impl<'t> LivePipeline<'t> {
     /// written.
     pub fn write_all_tags(&mut self) -> HashSet<MarkerId> {
         let paths: Vec<PathBuf> = self.tag_later.keys().cloned().collect();
-        paths.iter().flat_map(|path| self.write_tags(path)).collect()
+        let written = paths.iter().flat_map(|path| self.write_tags(path)).collect();
+        self.let_go();
+        written
     }
 
     /// Writes the tags owed to `path`: the untagged markers that are those asks get their ids.
@@ -643,22 +742,59 @@ struct Here {
 #[cfg(test)]
 type Hook = Box<dyn FnMut(&Path) + Send>;
 
-/// What a file held before this change.
+/// What a file held before this change, by line key ([`git::line_key`]).
 struct OldLines {
-    /// Lines git could have written (shared with git's cache: not copied per save).
-    git: git::Lines,
+    /// At `HEAD` (shared with git's cache: not copied per save).
+    git: Vec<git::Lines>,
     /// The lines of the version we last saw.
-    seen: HashSet<Vec<u8>>,
+    seen: HashSet<u64>,
 }
 
 impl OldLines {
     fn is_empty(&self) -> bool {
-        self.git.is_empty() && self.seen.is_empty()
+        self.git.iter().all(|g| g.is_empty()) && self.seen.is_empty()
     }
 
-    /// True if the file held `line` (normalized) before.
+    /// True if the file held `line` before.
     fn contains(&self, line: &[u8]) -> bool {
-        self.git.contains(line) || self.seen.contains(line)
+        let key = git::line_key(line);
+        self.git.iter().any(|g| g.contains(&key)) || self.seen.contains(&key)
+    }
+}
+
+/// Where files renamed inside the root were before (new path → old path), for the latest
+/// renames: what tells a moved file's old lines from new ones on its later saves too.
+#[derive(Default)]
+struct Renames {
+    from: HashMap<PathBuf, PathBuf>,
+    order: VecDeque<PathBuf>,
+}
+
+/// How many renames [`Renames`] keeps.
+const RENAMES: usize = 4096;
+
+impl Renames {
+    fn insert(&mut self, to: &Path, from: &Path) {
+        if self.from.insert(to.to_path_buf(), from.to_path_buf()).is_none() {
+            self.order.push_back(to.to_path_buf());
+        }
+        while self.order.len() > RENAMES {
+            if let Some(oldest) = self.order.pop_front() {
+                self.from.remove(&oldest);
+            }
+        }
+    }
+
+    /// `path`, then the paths it had before, newest first (a few at most, no cycles).
+    fn chain(&self, path: &Path) -> Vec<PathBuf> {
+        let mut chain = vec![path.to_path_buf()];
+        while let Some(from) = self.from.get(chain.last().unwrap_or(&PathBuf::new())) {
+            if chain.contains(from) || chain.len() > 8 {
+                break;
+            }
+            chain.push(from.clone());
+        }
+        chain
     }
 }
 
@@ -881,10 +1017,10 @@ fn cut_to_new_lines(
     fresh
         .into_iter()
         .map(|m| {
-            if old.is_empty() || old.contains(&git::normalize_line(&line_of(src, &m))) {
+            if old.is_empty() || old.contains(&line_of(src, &m)) {
                 return m;
             }
-            stamp::cut_before_old_lines(lang, src, &m, |l| old.contains(&git::normalize_line(l)))
+            stamp::cut_before_old_lines(lang, src, &m, |l| old.contains(l))
         })
         .collect()
 }
@@ -1257,7 +1393,7 @@ mod tests {
         git_in(&sub, &["commit", "-qm", "one"]);
         crate::test_support::write(&p, "x = 1\n# @claude mine\n").unwrap();
         assert_eq!(live.process(&p, None).len(), 1);
-        assert_eq!(live.git.readers_started(), 1);
+        assert_eq!(live.git.processes_started(), 2, "the two cat-file readers");
 
         let upstream = tempfile::tempdir().unwrap();
         let theirs = upstream.path().join("theirs");
@@ -1273,8 +1409,9 @@ mod tests {
         assert!(texts.is_empty(), "a marker of the clone's commit was announced: {texts:?}");
     }
 
-    /// Saves in a repository start one git process in all, not one each; the lines at `HEAD`
-    /// follow `HEAD` as it moves: a commit, refs packed, a detached `HEAD`, a linked worktree.
+    /// Saves in a repository start git's two readers once, not a process each (one is started
+    /// again after git wrote its index: it reads the index once); git's lines follow `HEAD` as
+    /// it moves: a commit, refs packed, a detached `HEAD`, a linked worktree.
     #[test]
     fn saves_spawn_no_git_and_follow_head() {
         let dir = tempfile::tempdir().unwrap();
@@ -1289,14 +1426,14 @@ mod tests {
             crate::test_support::write(&p, format!("x = 1\n# @claude ask {i}\n")).unwrap();
             assert_eq!(live.process(&p, None).len(), 1, "save {i}");
         }
-        assert_eq!(live.git.readers_started(), 1, "a git process per save");
+        assert_eq!(live.git.processes_started(), 2, "a git process per save");
         // Untracked, with a space in its name: git answers `HEAD:b c.py missing`.
         let spaced = root.join("b c.py");
         for i in 0..3 {
             crate::test_support::write(&spaced, format!("# @claude spaced {i}\n")).unwrap();
             assert_eq!(live.process(&spaced, None).len(), 1, "spaced save {i}");
         }
-        assert_eq!(live.git.readers_started(), 1, "a git process per save of a spaced name");
+        assert_eq!(live.git.processes_started(), 2, "a git process per save of a spaced name");
         let mut head_moves = |commit: &str, setup: &dyn Fn()| {
             crate::test_support::write(&p, format!("# @claude {commit}\n")).unwrap();
             git_in(&root, &["commit", "-qam", commit]);
@@ -1308,7 +1445,8 @@ mod tests {
         head_moves("packed", &|| drop(git_in(&root, &["pack-refs", "--all", "--prune"])));
         git_in(&root, &["checkout", "-q", "--detach"]);
         head_moves("detached", &|| {});
-        assert_eq!(live.git.readers_started(), 1);
+        // One reader started again per index git wrote (three commits, one checkout).
+        assert!(live.git.processes_started() <= 2 + 4, "{}", live.git.processes_started());
         // A linked worktree: its own HEAD, refs in the main repository's git directory.
         let other = tempfile::tempdir().unwrap();
         let wt = other.path().canonicalize().unwrap().join("wt");
@@ -1340,6 +1478,120 @@ mod tests {
         let record = live.asks.by_id(id).expect("a recorded ask");
         assert!(crate::pipeline::resolve_recorded(&live.scanner, &live.root, &record).unwrap());
         live.asks.resolve(id);
+    }
+
+    /// A file moved inside the root keeps what its old path had: a marker committed there is
+    /// git's (its new path is untracked), an ask recorded there is the same ask (`--tag
+    /// never`, the record moved with the file), and the bytes last seen there are not new. A
+    /// file the move left a copy of (an editor's backup dance) keeps its own records.
+    #[test]
+    fn a_moved_file_keeps_what_its_old_path_had() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        git_in(&root, &["init", "-q"]);
+        let asks = Asks::with_ledger_in(state.path(), &root, DEFAULT_TRIGGER).unwrap();
+        let mut live = LivePipeline::with_asks(root.clone(), scanner(), TagMode::Never, asks);
+        let committed = root.join("committed.py");
+        crate::test_support::write(
+            &committed,
+            "# @claude theirs
+",
+        )
+        .unwrap();
+        git_in(&root, &["add", "."]);
+        git_in(&root, &["commit", "-qm", "theirs"]);
+        let old = root.join("old.py");
+        crate::test_support::write(
+            &old,
+            "x = 1
+# @claude mine
+",
+        )
+        .unwrap();
+        let id = live.process(&old, None)[0].id().unwrap();
+        let moved = |live: &mut LivePipeline, from: &Path, to: &Path| {
+            std::fs::rename(from, to).unwrap();
+            let change = Change {
+                path: to.to_path_buf(),
+                from_git: None,
+                rescan: None,
+                renamed_from: vec![from.to_path_buf()],
+            };
+            let asks = live.process_change(&change, usize::MAX);
+            live.delivered(&asks);
+            asks
+        };
+        let new = root.join("sub/new.py");
+        std::fs::create_dir(root.join("sub")).unwrap();
+        assert!(moved(&mut live, &old, &new).is_empty(), "the same ask, announced again");
+        assert_eq!(live.scanned(), 1, "the same bytes, scanned again");
+        assert_eq!(live.asks.by_id(id).unwrap().file, "sub/new.py");
+        let theirs = root.join("theirs.py");
+        assert!(moved(&mut live, &committed, &theirs).is_empty(), "git's marker announced");
+        // Later saves of the moved files: still git's, still the same ask; a new ask is new.
+        crate::test_support::write(
+            &theirs,
+            "# @claude theirs
+x = 2
+",
+        )
+        .unwrap();
+        assert!(live.process(&theirs, None).is_empty(), "git's marker announced on a save");
+        crate::test_support::write(
+            &new,
+            "x = 1
+# @claude mine
+# @claude more
+",
+        )
+        .unwrap();
+        let texts: Vec<String> =
+            live.process(&new, None).into_iter().map(|a| a.marker.text).collect();
+        assert_eq!(texts, ["@claude more"]);
+        // The backup dance: renamed to a backup, the file written anew; the records stay.
+        let backup = root.join("sub/new.py.bak.py");
+        std::fs::copy(&new, &backup).unwrap();
+        let change = Change {
+            path: backup.clone(),
+            from_git: None,
+            rescan: None,
+            renamed_from: vec![new.clone()],
+        };
+        live.process_change(&change, usize::MAX);
+        assert_eq!(live.asks.by_id(id).unwrap().file, "sub/new.py", "the record left its file");
+    }
+
+    /// A marker on a line Claude's file tools wrote (recorded by its hook) is not announced, on
+    /// this save or a later one; the user's ask saved with it is, once.
+    #[test]
+    fn a_marker_claude_wrote_is_not_an_ask() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        live.claude = ClaudeWrites::in_dir(state.path());
+        let p = live.root.join("a.py");
+        live.claude.record(&p, &["# @claude follow-up: did that work?"]);
+        crate::test_support::write(
+            &p,
+            "# @claude follow-up: did that work?
+# @claude mine
+",
+        )
+        .unwrap();
+        let texts: Vec<String> =
+            live.process(&p, None).into_iter().map(|a| a.marker.text).collect();
+        assert_eq!(texts, ["@claude mine"]);
+        let now = std::fs::read_to_string(&p).unwrap();
+        crate::test_support::write(
+            &p,
+            format!(
+                "{now}x = 1
+"
+            ),
+        )
+        .unwrap();
+        assert!(live.process(&p, None).is_empty(), "Claude's marker announced on a later save");
     }
 
     /// An editor's stale buffer writes the marker back without its tag (with another edit),
@@ -1631,7 +1883,7 @@ mod tests {
         let mut live = live(dir.path());
         let p = live.root.join("a.py");
         crate::test_support::write(&p, "# @claude later\n").unwrap();
-        let change = Change { path: p.clone(), from_git: None, rescan: None };
+        let change = Change { path: p.clone(), from_git: None, rescan: None, renamed_from: vec![] };
         assert!(live.process_change(&change, 0).is_empty());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude later\n");
         assert!(live.asks.snapshot().is_empty());
@@ -1658,7 +1910,12 @@ mod tests {
         crate::test_support::write(&fresh, "# @claude new while events were lost\n").unwrap();
         let mut texts = Vec::new();
         for path in [&dormant, &seen, &fresh] {
-            let change = Change { path: path.clone(), from_git: None, rescan: Some(since) };
+            let change = Change {
+                path: path.clone(),
+                from_git: None,
+                rescan: Some(since),
+                renamed_from: vec![],
+            };
             texts.extend(
                 live.process_change(&change, usize::MAX).into_iter().map(|a| a.marker.text),
             );

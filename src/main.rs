@@ -169,6 +169,11 @@ enum Command {
         #[arg(default_value = ".")]
         paths: Vec<PathBuf>,
     },
+    /// Claude Code's hook around its file tools (PreToolUse and PostToolUse of Write, Edit,
+    /// MultiEdit, NotebookEdit): reads the call as JSON on stdin and records the lines Claude
+    /// writes, so that a marker Claude writes is never announced as your ask. Prints nothing
+    /// and exits 0 whatever happens: it never blocks Claude.
+    Hook,
     /// Print the language table: file types, and grammar or fallback.
     #[command(after_help = "Exit status:
   0  always (2 for a bad flag)")]
@@ -196,6 +201,12 @@ fn main() -> ExitCode {
         Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
         Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
         Command::Languages { json } => languages(json),
+        Command::Hook => {
+            if let Err(e) = filewatch_mcp::record_hook(io::stdin().lock()) {
+                tracing::debug!("hook: {e}"); // Claude Code shows a hook's stderr: say nothing
+            }
+            return ExitCode::SUCCESS;
+        }
     };
     match result {
         Ok(code) => code,

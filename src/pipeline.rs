@@ -233,7 +233,7 @@ pub fn resolve_file(
 /// paragraph is to be cut.
 struct Committed<'p> {
     path: &'p Path,
-    lines: Option<std::collections::HashSet<Vec<u8>>>,
+    lines: Option<std::collections::HashSet<u64>>,
 }
 
 impl<'p> Committed<'p> {
@@ -243,8 +243,8 @@ impl<'p> Committed<'p> {
 
     fn contains(&mut self, line: &[u8]) -> bool {
         let path = self.path;
-        let lines = self.lines.get_or_insert_with(|| git::lines_git_could_write(path, None));
-        lines.contains(&git::normalize_line(line))
+        let lines = self.lines.get_or_insert_with(|| git::head_line_keys(path));
+        lines.contains(&git::line_key(line))
     }
 }
 

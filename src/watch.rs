@@ -7,7 +7,7 @@
 //! only while a file waits for quiet; and on Linux the watches leave out reads
 //! (`src/sys/inotify.rs`), so a build or a search reading the tree wakes nothing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,7 +40,19 @@ pub struct Change {
     /// event of its own: it may not have changed at all. The time watching began: a file not
     /// modified since was there before, and is not a change.
     pub rescan: Option<SystemTime>,
+    /// The paths the file had before it (or a directory above it) was renamed inside the root
+    /// since its last change, newest first: what it held there it holds now. Empty for a file
+    /// that was not moved, or was moved in from outside the root (a new file).
+    pub renamed_from: Vec<PathBuf>,
 }
+
+/// How many earlier paths a [`Change`] carries: a file renamed again and again within one
+/// debounce keeps the newest.
+const RENAMES_KEPT: usize = 8;
+
+/// How many renames wait for their second half (a rename's two events are paired by the OS's
+/// cookie; one moved out of the root never gets one).
+const MOVES_WAITING: usize = 256;
 
 /// A file waiting for quiet.
 struct Pending {
@@ -48,6 +60,31 @@ struct Pending {
     from_git: Option<GitWindow>,
     /// Listed by a rescan only (see [`Change::rescan`]); an event of its own clears it.
     rescan: Option<SystemTime>,
+    /// See [`Change::renamed_from`].
+    renamed_from: Vec<PathBuf>,
+}
+
+/// The first half of a rename: the path moved away, and the files below it that were waiting
+/// for quiet (by their path relative to it: `""` for the path itself).
+struct MovedAway {
+    from: PathBuf,
+    pending: HashMap<PathBuf, Pending>,
+}
+
+/// A rename's second half being handled: files scheduled below `to` were at `from`.
+struct Moving {
+    from: PathBuf,
+    to: PathBuf,
+    pending: HashMap<PathBuf, Pending>,
+}
+
+impl Moving {
+    /// Where `path` (below `to`) was, and what of it was waiting.
+    fn take(&mut self, path: &Path) -> Option<(PathBuf, Option<Pending>)> {
+        let rel = path.strip_prefix(&self.to).ok()?;
+        let was = if rel.as_os_str().is_empty() { self.from.clone() } else { self.from.join(rel) };
+        Some((was, self.pending.remove(rel)))
+    }
 }
 
 /// What the watcher could watch.
@@ -133,6 +170,10 @@ impl Watch {
             pending: HashMap::new(),
             started: SystemTime::now(),
             rescanning: None,
+            moves: HashMap::new(),
+            move_order: VecDeque::new(),
+            untracked_move: None,
+            moving: None,
             root_gone: false,
             stopping: false,
             debounce,
@@ -223,6 +264,15 @@ struct State {
     started: SystemTime,
     /// Set while a rescan after an overflow is listing files.
     rescanning: Option<SystemTime>,
+    /// Renames' first halves by the OS's cookie, waiting for their second (oldest first in
+    /// `move_order`).
+    moves: HashMap<usize, MovedAway>,
+    move_order: VecDeque<usize>,
+    /// A first half without a cookie (`ReadDirectoryChangesW`, FSEvents), paired with the very
+    /// next event if that is a second half.
+    untracked_move: Option<MovedAway>,
+    /// Set while a rename's second half is being scheduled.
+    moving: Option<Moving>,
     /// The root was deleted or moved away: its parent is watched until it is made again.
     root_gone: bool,
     /// Nothing is left to watch (the root and its parent are gone): the thread ends.
@@ -241,7 +291,8 @@ struct Repo {
 
 impl Repo {
     fn new(git: GitDir) -> Repo {
-        Repo { git, lock: IndexLock::default() }
+        let lock = IndexLock::new(&git);
+        Repo { git, lock }
     }
 }
 
@@ -288,7 +339,7 @@ impl State {
         }
         let mut git_writing = false;
         for repo in &mut self.repos {
-            git_writing |= repo.lock.holds(Some(&repo.git)); // each, to release the gone ones
+            git_writing |= repo.lock.holds(&repo.git);
         }
         if git_writing {
             return Ok(());
@@ -303,8 +354,9 @@ impl State {
         // In the order they fell quiet: a file saved after another is handled after it.
         due.sort();
         for (_, path) in due {
-            if let Some(Pending { from_git, rescan, .. }) = self.pending.remove(&path) {
-                self.out.send(Change { path, from_git, rescan })?;
+            if let Some(Pending { from_git, rescan, renamed_from, .. }) = self.pending.remove(&path)
+            {
+                self.out.send(Change { path, from_git, rescan, renamed_from })?;
             }
         }
         Ok(())
@@ -314,13 +366,82 @@ impl State {
         let due = Instant::now() + self.debounce;
         let rescan = self.rescanning;
         let window = self.repo_of(&path).and_then(|r| r.lock.window());
-        let entry = self.pending.entry(path).or_insert(Pending { due, from_git: None, rescan });
+        let moved = self.moving.as_mut().and_then(|m| m.take(&path));
+        let entry = self.pending.entry(path).or_insert(Pending {
+            due,
+            from_git: None,
+            rescan,
+            renamed_from: Vec::new(),
+        });
         entry.due = due;
+        if let Some((was, carried)) = moved {
+            // Renamed here: it keeps what it had there, and what it had before that.
+            let mut renamed_from = vec![was];
+            if let Some(carried) = carried {
+                renamed_from.extend(carried.renamed_from);
+                entry.from_git = entry.from_git.take().or(carried.from_git);
+            }
+            renamed_from.append(&mut entry.renamed_from);
+            let mut seen = HashSet::new();
+            renamed_from.retain(|p| seen.insert(p.clone()));
+            renamed_from.truncate(RENAMES_KEPT);
+            entry.renamed_from = renamed_from;
+        }
         if entry.from_git.is_none() {
             entry.from_git = window;
         }
         if rescan.is_none() {
             entry.rescan = None; // an event of its own: a real change
+        }
+    }
+
+    /// A rename's first half: what waited at `path` (or below it) goes with it, to the second
+    /// half if one comes (by the OS's cookie `tracker`, or, without one, as the very next
+    /// event).
+    fn moved_away(&mut self, path: &Path, tracker: Option<usize>) {
+        let below: Vec<PathBuf> =
+            self.pending.keys().filter(|p| p.starts_with(path)).cloned().collect();
+        let mut pending = HashMap::new();
+        for p in below {
+            if let (Some(waiting), Ok(rel)) = (self.pending.remove(&p), p.strip_prefix(path)) {
+                pending.insert(rel.to_path_buf(), waiting);
+            }
+        }
+        let away = MovedAway { from: path.to_path_buf(), pending };
+        match tracker {
+            Some(cookie) => {
+                if self.moves.insert(cookie, away).is_none() {
+                    self.move_order.push_back(cookie);
+                }
+                while self.move_order.len() > MOVES_WAITING {
+                    if let Some(oldest) = self.move_order.pop_front() {
+                        self.moves.remove(&oldest);
+                    }
+                }
+            }
+            None => self.untracked_move = Some(away),
+        }
+    }
+
+    /// The first half of the rename whose second half names `path`, if this event is one.
+    fn moved_here(&mut self, event: &notify::Event, i: usize, path: &Path) -> Option<MovedAway> {
+        let untracked = self.untracked_move.take();
+        let to = match event.kind {
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)) => true,
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => i == 1,
+            // FSEvents: "renamed", the old path first (gone), then the new one.
+            EventKind::Modify(ModifyKind::Name(RenameMode::Any)) => path.exists(),
+            _ => false,
+        };
+        if !to {
+            return None;
+        }
+        match event.attrs.tracker() {
+            Some(cookie) => {
+                self.move_order.retain(|&c| c != cookie);
+                self.moves.remove(&cookie)
+            }
+            None => untracked,
         }
     }
 
@@ -360,7 +481,7 @@ impl State {
             if matches!(kind, EventKind::Create(_)) {
                 lock.taken(git);
             } else if moved_away {
-                lock.released();
+                lock.released(git);
             }
         }
         if self.rules.is_rules_file(path) {
@@ -375,6 +496,10 @@ impl State {
             // The OS dropped events (queue overflow): look at every file again — as a rescan,
             // so that only what changed during the run is announced.
             Problem::EventsLost.log();
+            for repo in &mut self.repos {
+                repo.lock.after_lost_events(&repo.git);
+            }
+            self.untracked_move = None;
             self.rescanning = Some(self.started);
             self.watch_tree(&self.root.clone(), true);
             self.rescanning = None;
@@ -382,7 +507,14 @@ impl State {
         }
         let renamed_both =
             matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both)));
+        // A rename's first half (a deletion moves nothing anywhere).
+        let renamed_away = |i: usize, path: &Path| match event.kind {
+            EventKind::Modify(ModifyKind::Name(RenameMode::From)) => true,
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => i == 0,
+            _ => renamed_from_here(&event.kind, path),
+        };
         for (i, path) in event.paths.iter().enumerate() {
+            self.moving = None;
             // Deleted, or renamed away (a two-path rename names the old path first).
             let moved_away = matches!(event.kind, EventKind::Remove(_))
                 || matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)))
@@ -417,12 +549,19 @@ impl State {
                 }
                 continue;
             }
+            // A rename inside the root: the new path keeps what the old one had.
+            let moved_here = self.moved_here(&event, i, path);
             if moved_away {
+                if renamed_away(i, path) {
+                    self.moved_away(path, event.attrs.tracker());
+                }
                 if self.watched.contains(path) {
                     self.unwatch_tree(path);
                 }
                 continue;
             }
+            let to = path.to_path_buf();
+            self.moving = moved_here.map(|m| Moving { from: m.from, to, pending: m.pending });
             if !self.covers(path) {
                 continue; // under an ignored directory: only a recursive watch reports those
             }
@@ -452,6 +591,7 @@ impl State {
                 self.schedule(path.clone());
             }
         }
+        self.moving = None;
     }
 
     /// The root itself was deleted or moved away (`rm -rf R`): nothing under it is watched any
@@ -724,6 +864,54 @@ mod tests {
                 return got;
             }
             got.push(c.path);
+        }
+    }
+
+    /// A rename inside the root, of a file or of a directory (with a file saved in it just
+    /// before), says where each file was, and a file renamed twice where it was both times; one
+    /// moved in from outside the root says nothing. In both watch modes.
+    #[test]
+    fn renames_say_where_a_file_was() {
+        for mode in [WatchMode::Recursive, sys::WATCH_MODE] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            for rel in ["a.py", "c.py", "pkg/x.py", "pkg/sub/y.py"] {
+                write(&root, rel);
+            }
+            write(outside.path(), "z.py");
+            let (watch, rx) =
+                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None).unwrap();
+            std::fs::rename(root.join("a.py"), root.join("b.py")).unwrap();
+            std::fs::rename(root.join("c.py"), root.join("d.py")).unwrap();
+            std::fs::rename(root.join("d.py"), root.join("e.py")).unwrap();
+            write(&root, "pkg/sub/y.py");
+            std::fs::rename(root.join("pkg"), root.join("pkg2")).unwrap();
+            std::fs::rename(outside.path().join("z.py"), root.join("z.py")).unwrap();
+            write(&root, "s.py");
+            let mut moved = HashMap::new();
+            loop {
+                let c = rx.recv_timeout(DEADLINE).expect("a change within the deadline");
+                if c.path == root.join("s.py") {
+                    break;
+                }
+                if c.path.exists() {
+                    let rel = |p: &PathBuf| p.strip_prefix(&root).unwrap().to_path_buf();
+                    moved.insert(rel(&c.path), c.renamed_from.iter().map(rel).collect::<Vec<_>>());
+                }
+            }
+            let want: HashMap<PathBuf, Vec<PathBuf>> = [
+                ("b.py", &["a.py"][..]),
+                ("e.py", &["d.py", "c.py"]),
+                ("pkg2/x.py", &["pkg/x.py"]),
+                ("pkg2/sub/y.py", &["pkg/sub/y.py"]),
+                ("z.py", &[]),
+            ]
+            .into_iter()
+            .map(|(to, from)| (to.into(), from.iter().map(PathBuf::from).collect()))
+            .collect();
+            assert_eq!(moved, want, "{mode:?}");
+            watch.stop();
         }
     }
 

@@ -10,7 +10,8 @@
 //! `ReadDirectoryChangesW` report no reads).
 //!
 //! The events are notify's own types, shaped as notify's inotify backend shapes them (less the
-//! reads), so `watch.rs` is the same on every OS. One thread reads the inotify descriptor; it
+//! reads), so `watch.rs` is the same on every OS: the two halves of a rename (`IN_MOVED_FROM`,
+//! `IN_MOVED_TO`) carry the kernel's cookie as their tracker, which pairs them. One thread reads the inotify descriptor; it
 //! sleeps in `poll(2)` with no timeout until an event comes or the [`Watcher`] is dropped.
 
 use std::collections::HashMap;
@@ -247,8 +248,15 @@ fn translate(
     };
     let is_dir = mask.contains(EventMask::ISDIR);
     let mut kinds = Vec::new();
-    if mask.contains(EventMask::MOVED_FROM) || mask.contains(EventMask::MOVE_SELF) {
+    if mask.contains(EventMask::MOVED_FROM) {
         kinds.push(EventKind::Modify(ModifyKind::Name(RenameMode::From)));
+    }
+    // The watched directory itself moved. Its parent's watch, if it has one, told where to
+    // (a rename's two halves, before this); by now this watch may even name the new path. Said
+    // only for a directory whose parent nobody watches (the root).
+    let parent_watched = path.parent().is_some_and(|p| table.by_path.contains_key(p));
+    if mask.contains(EventMask::MOVE_SELF) && !parent_watched {
+        kinds.push(EventKind::Remove(RemoveKind::Other));
     }
     if mask.contains(EventMask::MOVED_TO) {
         kinds.push(EventKind::Modify(ModifyKind::Name(RenameMode::To)));
@@ -278,6 +286,14 @@ fn translate(
             out.push(Err(e));
         }
     }
-    out.extend(kinds.into_iter().map(|kind| Ok(Event::new(kind).add_path(path.clone()))));
+    // The kernel's cookie pairs a rename's two halves.
+    let tracker = (event.cookie != 0).then_some(event.cookie as usize);
+    out.extend(kinds.into_iter().map(|kind| {
+        let event = Event::new(kind).add_path(path.clone());
+        Ok(match tracker {
+            Some(cookie) => event.set_tracker(cookie),
+            None => event,
+        })
+    }));
     out
 }

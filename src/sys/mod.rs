@@ -29,9 +29,9 @@ use windows as imp;
 
 pub use imp::{
     copy_metadata, dir_beneath, exchange, exchange_unsupported, file_id, is_busy, is_watch_limit,
-    lease_broken, link_count, open_read, open_state, parent_pid, path_file_id, plain_path,
-    refusal_kind, release_lease, same_dir, slash_path, special_kind, take_lease, watch_caveat,
-    writable, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
+    lease_broken, link_count, open_append, open_read, open_state, parent_pid, path_file_id,
+    plain_path, refusal_kind, release_lease, same_dir, slash_path, special_kind, take_lease,
+    watch_caveat, writable, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
 };
 
 /// What [`take_lease`] learnt about the other programs that have a file open.

@@ -80,6 +80,20 @@ fn open(path: &Path, write: bool) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens `path` for appending (made if missing) without following a symlink at it or waiting
+/// for a FIFO's reader; anything but a regular file is refused.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(file)
+}
+
 /// The exchange moves names, never files: what it displaced has the device and inode it had.
 pub const SWAP_KEEPS_FILE_IDS: bool = true;
 

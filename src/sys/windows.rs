@@ -61,6 +61,14 @@ pub fn open_state(path: &Path) -> io::Result<File> {
     open_with(path, options)
 }
 
+/// Opens `path` for appending, created if missing, with the same care as [`open_read`]; the
+/// caller checks that what it got is a regular file.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.append(true).create(true);
+    open_with(path, options)
+}
+
 fn open(path: &Path, write: bool) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).write(write);
