@@ -42,7 +42,25 @@ fn plugin_hooks(plugin: &Path) -> Vec<Hook> {
         eprintln!("no plugin/hooks/hooks.json: Claude's writes go unreported");
         return Vec::new();
     };
-    let v: Value = serde_json::from_str(&text).expect("hooks.json is JSON");
+    hooks_of(&serde_json::from_str(&text).expect("hooks.json is JSON"))
+}
+
+/// The hooks of the `.claude/settings.json` snippet in docs/security.md (for a server
+/// registered without the plugin): its JSON block that runs `filewatch-mcp hook`.
+fn settings_hooks() -> Vec<Hook> {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/security.md");
+    let doc = std::fs::read_to_string(doc).unwrap();
+    let block = doc
+        .split("```json")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("filewatch-mcp hook"))
+        .expect("a settings.json snippet in docs/security.md");
+    hooks_of(&serde_json::from_str(block).expect("the snippet is JSON"))
+}
+
+/// The hook commands of a `{"hooks": {EVENT: [{matcher, hooks: [...]}]}}` document.
+fn hooks_of(v: &Value) -> Vec<Hook> {
     let mut hooks = Vec::new();
     for (event, groups) in v["hooks"].as_object().expect("a hooks object") {
         for group in groups.as_array().unwrap() {
@@ -61,6 +79,13 @@ fn plugin_hooks(plugin: &Path) -> Vec<Hook> {
         }
     }
     hooks
+}
+
+/// `PATH` with the built `filewatch-mcp` first (the settings snippet runs it by name).
+fn path_with_the_binary() -> std::ffi::OsString {
+    let bin = Path::new(env!("CARGO_BIN_EXE_filewatch-mcp")).parent().unwrap().to_path_buf();
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&rest))).unwrap()
 }
 
 /// Claude Code's side of a session: the project, the plugin, and the hooks it runs.
@@ -84,7 +109,8 @@ impl ClaudeCode {
     /// Runs every hook of `event` that matches `tool` with `input` on stdin; each must exit 0
     /// with nothing on stdout (Claude Code would read it as the hook's answer).
     fn run_hooks(&self, event: &str, tool: &str, input: &Value) {
-        for hook in self.hooks.iter().filter(|h| h.event == event && h.tools.iter().any(|t| t == tool))
+        for hook in
+            self.hooks.iter().filter(|h| h.event == event && h.tools.iter().any(|t| t == tool))
         {
             let mut command = match &hook.args {
                 Some(args) => {
@@ -103,6 +129,7 @@ impl ClaudeCode {
                 .env("CLAUDE_PLUGIN_ROOT", &self.plugin)
                 .env("CLAUDE_PROJECT_DIR", &self.project)
                 .env("FILEWATCH_MCP_BIN", env!("CARGO_BIN_EXE_filewatch-mcp"))
+                .env("PATH", path_with_the_binary())
                 .env("FILEWATCH_STATE_DIR", &self.state)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -198,11 +225,25 @@ impl ClaudeCode {
 
 #[test]
 fn claudes_writes_are_never_asks_and_the_users_are_once() {
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugin");
+    session(plugin_hooks(&plugin), SESSION);
+}
+
+/// The same with the hooks of the documented `.claude/settings.json` snippet, `filewatch-mcp`
+/// found on `PATH`, for a shorter session.
+#[test]
+fn the_settings_snippet_hooks_do_the_same() {
+    let hooks = settings_hooks();
+    assert_eq!(hooks.len(), 2, "{hooks:?}");
+    session(hooks, SESSION / 3);
+}
+
+/// The user saving asks for `length` beside a Claude handling them, with `hooks`.
+fn session(hooks: Vec<Hook>, length: Duration) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let state = tempfile::tempdir().unwrap();
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugin");
-    let hooks = plugin_hooks(&plugin);
     let w = WatchProcess::start(
         &root,
         &["--debounce", "100ms"],
@@ -232,7 +273,7 @@ fn claudes_writes_are_never_asks_and_the_users_are_once() {
             let started = Instant::now();
             let mut typed = Vec::new();
             let mut i = 0;
-            while started.elapsed() < SESSION {
+            while started.elapsed() < length {
                 let name = format!("u{}.py", i % 4);
                 let text = format!("@claude user ask {i}: explain line {}", i + 1);
                 {
@@ -256,7 +297,7 @@ fn claudes_writes_are_never_asks_and_the_users_are_once() {
     let mut tests_written = 0;
     let mut barriers = 0;
     let mut waiting_for: Option<String> = None;
-    let give_up = Instant::now() + SESSION + DEADLINE;
+    let give_up = Instant::now() + length + DEADLINE;
     while barriers < 2 && heard.len() <= RUNAWAY {
         if waiting_for.is_none() && user.is_finished() {
             barriers += 1;
@@ -292,6 +333,13 @@ fn claudes_writes_are_never_asks_and_the_users_are_once() {
         claude.edit(&p, &read, line, &follow_up);
     }
     let typed = user.join().unwrap();
+    eprintln!(
+        "{} asks typed by the user, {} heard, {} tool calls by Claude ({} hooks each)",
+        typed.len(),
+        heard.len(),
+        claude.calls,
+        claude.hooks.len()
+    );
 
     let mut texts: Vec<String> =
         heard.iter().map(|a| a["text"].as_str().unwrap().to_string()).collect();
