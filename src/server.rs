@@ -96,7 +96,9 @@ id (or delete the whole marker comment yourself) so the file is clean; the marke
 @claude[fw-…] after delivery (or, where the editor autosaves, its id is kept aside), and it never \
 fires again. A message with revised=\"true\" is the whole text of an ask you got before under the \
 same replyTo, whose first words the editor had saved while the user was still typing: it \
-replaces that one. list_asks shows the asks still open in the tree. If a message has no replyTo, the file could not be tagged \
+replaces that one. list_asks shows the asks still open in the tree. Never write a comment that \
+starts with @claude yourself (in code, tests or notes): it would come back to you as a new ask; to \
+leave the user a note, use another word (NOTE:). If a message has no replyTo, the file could not be tagged \
 (read-only, hard-linked, or with metadata a new file could not keep): handle the ask, and tell the \
 user to remove the marker. A message with a notice attribute is no ask: it says which session \
 receives the asks (another Claude Code session in the same project may own them); tell the user \
