@@ -6,7 +6,10 @@
 //!    order; the time, and the server's peak RSS;
 //! 1. latency from the end of a save to the ask on stdout, beyond the debounce, for a 100 KB
 //!    and a 5 KB file committed in a git repository (as a project's files are: each save's
-//!    marker is looked up in `HEAD`), p50/p99 over 200 saves;
+//!    marker is looked up in every version git holds), p50/p99 over 200 saves, and the CPU
+//!    time of the server and its git processes per save; then the 100 KB file again in a
+//!    repository with 1,000 tags on 100 versions of it and 50 remote-tracking branches (the
+//!    refs git's versions are read from);
 //! 2. time to ready and peak RSS when started on a generated tree of 100k files in 10k
 //!    directories;
 //! 3. CPU used while idle on that tree.
@@ -15,8 +18,10 @@
 //! change, say); `FW_LATENCY_ONLY=1` measures the save latencies only, `FW_LATENCY_KB=5,100`
 //! for these file sizes, `FW_LATENCY_IN=method` with each ask in a method of a class at the end
 //! of the file (so the ask has a symbol to find) instead of a comment at module level,
-//! `FW_MANY_ASKS=1000,10000` for these marker counts in one file (`0`: none). `cargo bench
-//! --bench perf` measures all of this and more, beside `rg` and `inotifywait`, in one table.
+//! `FW_MANY_ASKS=1000,10000` for these marker counts in one file (`0`: none),
+//! `FW_LATENCY_REFS=1000` for the number of tags of the last latency run (`0`: no such run).
+//! `cargo bench --bench perf` measures all of this and more, beside `rg` and `inotifywait`, in
+//! one table.
 
 mod common;
 
@@ -44,7 +49,62 @@ fn git(root: &Path, args: &[&str]) {
     assert!(ok, "git {args:?}");
 }
 
-fn latency(kb: usize) {
+/// `refs` tags on 100 versions of the file, and 50 remote-tracking branches: a project with a
+/// long release history, fetched from a fork or two.
+fn add_refs(root: &Path, path: &Path, body: &[u8], refs: usize) {
+    let mut commits = Vec::new();
+    for v in 0..100 {
+        let mut content = body.to_vec();
+        content.extend_from_slice(format!("version = {v}\n").as_bytes());
+        std::fs::write(path, &content).unwrap();
+        git(root, &["commit", "-qam", &format!("version {v}")]);
+        let out = Command::new("git").arg("-C").arg(root).args(["rev-parse", "HEAD"]).output();
+        commits.push(String::from_utf8(out.unwrap().stdout).unwrap().trim().to_string());
+    }
+    let mut script = String::new();
+    for i in 0..refs {
+        script.push_str(&format!("create refs/tags/v{i} {}\n", commits[i % commits.len()]));
+    }
+    run_with_stdin(root, &["update-ref", "--stdin"], &script);
+    git(root, &["pack-refs", "--all"]);
+    let mut script = String::new();
+    for (i, commit) in commits.iter().take(50).enumerate() {
+        script.push_str(&format!("create refs/remotes/fork/b{i} {commit}\n"));
+    }
+    run_with_stdin(root, &["update-ref", "--stdin"], &script);
+    std::fs::write(path, body).unwrap();
+    git(root, &["commit", "-qam", "back to the body"]);
+}
+
+fn run_with_stdin(root: &Path, args: &[&str], input: &str) {
+    use std::io::Write;
+    let mut child =
+        Command::new("git").arg("-C").arg(root).args(args).stdin(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success(), "git {args:?}");
+}
+
+/// The CPU time of the server and of the git processes it runs: the live ones (its long-lived
+/// `cat-file` readers), and those it has waited for (`cutime`, `cstime`).
+fn cpu_with_git(pid: u32) -> Duration {
+    let mut total = common::cpu_time(pid);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r).to_string();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let waited: u64 = fields[13..15].iter().filter_map(|f| f.parse::<u64>().ok()).sum();
+    total += Duration::from_millis(waited * 10);
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map_or("", |(_, r)| r).to_string();
+        if after.split_whitespace().nth(1) == Some(pid.to_string().as_str()) {
+            total += common::cpu_time(child);
+        }
+    }
+    total
+}
+
+fn latency(kb: usize, refs: usize) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let body = common::python_body(kb * 1000);
@@ -52,8 +112,12 @@ fn latency(kb: usize) {
     std::fs::write(root.join("big.py"), &body).unwrap();
     git(&root, &["add", "big.py"]);
     git(&root, &["commit", "-qm", "the file"]);
-    let w = Running::start(&server_binary(), &root);
     let path = root.join("big.py");
+    if refs > 0 {
+        add_refs(&root, &path, &body, refs);
+    }
+    let w = Running::start(&server_binary(), &root);
+    let cpu_before = cpu_with_git(w.pid());
     let mut samples = Vec::new();
     let in_method = std::env::var("FW_LATENCY_IN").is_ok_and(|v| v == "method");
     for i in 0..200 {
@@ -76,15 +140,18 @@ fn latency(kb: usize) {
         let beyond = at.duration_since(saved).as_secs_f64() * 1000.0 - DEBOUNCE_MS as f64;
         samples.push(beyond);
     }
+    let cpu = cpu_with_git(w.pid()).saturating_sub(cpu_before).as_secs_f64() * 1000.0;
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let with_refs = if refs > 0 { format!(", {refs} tags + 50 branches") } else { String::new() };
     println!(
-        "save → ask beyond the {DEBOUNCE_MS} ms debounce, {kb} KB file ({} bytes){}, {} saves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "save → ask beyond the {DEBOUNCE_MS} ms debounce, {kb} KB file ({} bytes){}{with_refs}, {} saves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; CPU (server and its git processes) {:.2} ms per save",
         body.len(),
         if in_method { ", ask in a method" } else { "" },
         samples.len(),
         percentile(&samples, 0.5),
         percentile(&samples, 0.99),
-        samples.last().unwrap()
+        samples.last().unwrap(),
+        cpu / samples.len() as f64,
     );
 }
 
@@ -213,7 +280,11 @@ fn main() {
     }
     let sizes = std::env::var("FW_LATENCY_KB").unwrap_or_else(|_| "100,5".into());
     for kb in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
-        latency(kb);
+        latency(kb, 0);
+    }
+    let refs = std::env::var("FW_LATENCY_REFS").map_or(1000, |r| r.parse().unwrap_or(0));
+    if refs > 0 {
+        latency(100, refs);
     }
     if std::env::var_os("FW_LATENCY_ONLY").is_none() {
         big_tree();
