@@ -327,7 +327,9 @@ fn dedup(mut defs: Vec<Def>) -> Vec<Def> {
 fn is_attached(q: &SymbolQuery, src: &[u8], node: Node) -> bool {
     let Some(attached) = q.attached else { return false };
     let mut cursor = QueryCursor::new();
+    // Patterns that start at `node` only, and no walk through the rest of a big node.
     cursor.set_max_start_depth(Some(0));
+    cursor.set_byte_range(node.start_byte()..node.start_byte() + 1);
     let mut it = cursor.matches(&q.query, node, src);
     while let Some(m) = it.next() {
         if m.captures().iter().any(|c| c.index == attached && c.node.id() == node.id()) {
