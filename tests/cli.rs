@@ -626,7 +626,9 @@ fn multi_line_asks_print_one_line_each() {
 }
 
 /// A watch that ends by itself — its root and the root's parent deleted, nothing left to
-/// watch — exits 2, not 0 as if it had been stopped.
+/// watch — exits 2, not 0 as if it had been stopped. Linux only: under Wine the directories are
+/// not gone while the watch holds them, and the watch goes on (seen in .ci/cross.sh).
+#[cfg(target_os = "linux")]
 #[test]
 fn a_watch_that_ends_by_itself_exits_2() {
     let outer = tempfile::tempdir().unwrap();
