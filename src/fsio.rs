@@ -1030,6 +1030,36 @@ mod tests {
         }
     }
 
+    /// Every name the file system allows can be stamped: our temp file's name (and Windows'
+    /// backup name) beside it must fit the 255-byte limit (255 UTF-16 units on Windows) too,
+    /// whatever the name is made of.
+    #[test]
+    fn names_up_to_the_longest_allowed_are_stamped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut names: Vec<std::ffi::OsString> = vec![
+            format!("{}.py", "a".repeat(238)).into(), // 241 bytes
+            format!("{}.py", "b".repeat(252)).into(), // 255 bytes
+            format!("{}.py", "é".repeat(126)).into(), // 255 bytes, 2 per character
+            format!("{}.py", "🦀".repeat(63)).into(), // 255 bytes, 4 per character
+        ];
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStringExt;
+            let mut bytes = vec![0xff; 252]; // not UTF-8
+            bytes.extend_from_slice(b".py");
+            names.push(std::ffi::OsString::from_vec(bytes));
+        }
+        for name in names {
+            let p = dir.path().join(&name);
+            crate::test_support::write(&p, "v1\n").unwrap();
+            let result = replace_checked(&p, b"v1\n", b"stamped\n");
+            assert!(result.is_ok(), "a {}-byte name: {result:?}", name.len());
+            assert_eq!(std::fs::read(&p).unwrap(), b"stamped\n");
+            assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+
     /// Runs a tool; false if it is not installed.
     #[cfg(target_os = "linux")]
     fn run(tool: &str, args: &[&std::ffi::OsStr]) -> bool {

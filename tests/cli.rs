@@ -743,3 +743,26 @@ fn resolve_skips_files_it_cannot_read() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&ask).unwrap(), "x = 1\n");
 }
+
+/// `stamp` and `resolve` on a file whose name is as long as the file system allows (255
+/// bytes): the ask is stamped and resolved, and no temp file stays (issue 21, item 13).
+#[test]
+fn stamp_and_resolve_a_file_with_the_longest_name() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in [format!("{}.py", "n".repeat(252)), format!("{}.py", "é".repeat(126))] {
+        write(dir.path(), &name, "# @claude keep the long name\nx = 1\n");
+        let stamped = json_lines(&run(&["stamp", "--json", &name], dir.path()));
+        assert_eq!(stamped.len(), 1, "{} bytes: {stamped:?}", name.len());
+        let id = stamped[0]["id"].as_str().unwrap().to_string();
+        let now = std::fs::read_to_string(dir.path().join(&name)).unwrap();
+        assert!(now.contains(&format!("@claude[{id}]")), "{now:?}");
+        stdout(&run(&["resolve", &id, &name], dir.path()));
+        assert_eq!(std::fs::read_to_string(dir.path().join(&name)).unwrap(), "x = 1\n");
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, std::slice::from_ref(&name), "temp files left");
+        std::fs::remove_file(dir.path().join(&name)).unwrap();
+    }
+}
