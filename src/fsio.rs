@@ -350,6 +350,10 @@ pub fn cannot_replace(path: &Path, meta: &std::fs::Metadata) -> Option<&'static 
 struct Hooks<'a> {
     /// Between the content check and the swap.
     before_swap: Option<&'a mut dyn FnMut()>,
+    /// Immediately before the exchange.
+    in_window: Option<&'a mut dyn FnMut()>,
+    /// Immediately after the exchange, before what it displaced is looked at.
+    after_exchange: Option<&'a mut dyn FnMut()>,
     /// After the displaced file was found unchanged, before it is unlinked (without a lease).
     after_check: Option<&'a mut dyn FnMut()>,
     /// Use a plain rename even where an atomic exchange is available.
@@ -367,6 +371,18 @@ impl Hooks<'_> {
 
     fn after_check(&mut self) {
         if let Some(f) = self.after_check.as_mut() {
+            f();
+        }
+    }
+
+    fn in_window(&mut self) {
+        if let Some(f) = self.in_window.as_mut() {
+            f();
+        }
+    }
+
+    fn after_exchange(&mut self) {
+        if let Some(f) = self.after_exchange.as_mut() {
             f();
         }
     }
@@ -494,8 +510,12 @@ fn replace_checked_with_hooks(
     if hooks.plain_rename {
         return rename_unleased(path, &mut scratch, read, expected);
     }
+    hooks.in_window();
     match sys::exchange(scratch.temp(), path) {
-        Ok(displaced) => settle_exchange(path, scratch, displaced, read, expected, new, hooks),
+        Ok(displaced) => {
+            hooks.after_exchange();
+            settle_exchange(path, scratch, displaced, read, expected, new, hooks)
+        }
         Err(e) if sys::exchange_unsupported(&e) => {
             rename_unleased(path, &mut scratch, read, expected)
         }
@@ -911,8 +931,8 @@ mod tests {
         let mut hooks = Hooks {
             before_swap: Some(&mut open),
             after_check: Some(&mut write),
-            plain_rename: false,
             no_lease: true,
+            ..Hooks::default()
         };
         let err = replace_checked_with_hooks(&p, b"v1\n", b"stamped\n", &mut hooks).unwrap_err();
         assert!(matches!(err, WriteError::Conflict { .. }), "{err}");
@@ -992,41 +1012,175 @@ mod tests {
         drop(writer);
     }
 
-    /// A symlink or a directory put at the path between the check and the exchange is what
-    /// the path holds afterwards, unchanged, and none of our temp files stays.
+    /// Puts a `kind` ("file": a newer file renamed over it, as editors save; "directory";
+    /// "symlink", to `other`) at `p`, which holds a file.
+    #[cfg(unix)]
+    fn put_at(kind: &str, p: &Path, other: &Path) {
+        match kind {
+            "file" => {
+                let staged = p.with_file_name("staged");
+                std::fs::write(&staged, "v2 renamed over\n").unwrap();
+                std::fs::rename(&staged, p).unwrap();
+            }
+            "symlink" => {
+                std::fs::remove_file(p).unwrap();
+                std::os::unix::fs::symlink(other, p).unwrap();
+            }
+            _ => {
+                std::fs::remove_file(p).unwrap();
+                std::fs::create_dir(p).unwrap();
+                std::fs::write(p.join("inside.txt"), "kept\n").unwrap();
+            }
+        }
+    }
+
+    /// Panics unless `p` holds what [`put_at`] put there, unchanged.
+    #[cfg(unix)]
+    fn assert_holds(kind: &str, p: &Path, other: &Path, case: &str) {
+        let meta = std::fs::symlink_metadata(p)
+            .unwrap_or_else(|e| panic!("{case}: nothing at the path any more: {e}"));
+        match kind {
+            "file" => {
+                assert!(meta.is_file(), "{case}: the path holds {meta:?}");
+                assert_eq!(std::fs::read(p).unwrap(), b"v2 renamed over\n", "{case}");
+            }
+            "symlink" => {
+                assert!(meta.file_type().is_symlink(), "{case}: the path holds {meta:?}");
+                assert_eq!(std::fs::read_link(p).unwrap(), other, "{case}");
+                assert_eq!(std::fs::read(other).unwrap(), b"someone else's\n", "{case}");
+            }
+            _ => {
+                assert!(meta.is_dir(), "{case}: the path holds {meta:?}");
+                assert_eq!(std::fs::read(p.join("inside.txt")).unwrap(), b"kept\n", "{case}");
+                assert_eq!(std::fs::read_dir(p).unwrap().count(), 1, "{case}");
+            }
+        }
+    }
+
+    /// A symlink or a directory put at the path between the check and the exchange — before
+    /// the last look at the path, or in the instant after it — is what the path holds
+    /// afterwards, unchanged, and none of our temp files stays.
     #[cfg(unix)]
     #[test]
     fn whatever_is_at_the_path_at_the_swap_is_put_back() {
         for kind in ["symlink", "directory"] {
+            for in_window in [false, true] {
+                let case = format!("{kind}, in the window: {in_window}");
+                let dir = tempfile::tempdir().unwrap();
+                let p = dir.path().join("a.py");
+                let other = dir.path().join("other.py");
+                crate::test_support::write(&p, "v1\n").unwrap();
+                crate::test_support::write(&other, "someone else's\n").unwrap();
+                let mut swap = || put_at(kind, &p, &other);
+                let mut hooks = Hooks::default();
+                if in_window {
+                    hooks.in_window = Some(&mut swap);
+                } else {
+                    hooks.before_swap = Some(&mut swap);
+                }
+                let result = replace_checked_with_hooks(&p, b"v1\n", b"stamped\n", &mut hooks);
+                assert!(result.is_err(), "{case}: a stamp over a {kind} must not succeed");
+                assert_holds(kind, &p, &other, &case);
+                assert!(leftovers(dir.path()).is_empty(), "{case}: {:?}", leftovers(dir.path()));
+            }
+        }
+    }
+
+    /// The user deletes the path in the instant our exchange is visible there, while it is
+    /// being undone for what they had put there just before (a newer file, a directory, a
+    /// symlink): what they put there goes back to the path, and none of our temp files stays.
+    #[cfg(unix)]
+    #[test]
+    fn the_path_deleted_while_an_exchange_is_undone_gets_back_what_was_there() {
+        for kind in ["file", "directory", "symlink"] {
             let dir = tempfile::tempdir().unwrap();
             let p = dir.path().join("a.py");
             let other = dir.path().join("other.py");
             crate::test_support::write(&p, "v1\n").unwrap();
             crate::test_support::write(&other, "someone else's\n").unwrap();
-            let mut swap = || {
-                std::fs::remove_file(&p).unwrap();
-                if kind == "symlink" {
-                    std::os::unix::fs::symlink(&other, &p).unwrap();
-                } else {
-                    std::fs::create_dir(&p).unwrap();
-                    crate::test_support::write(p.join("inside.txt"), "kept\n").unwrap();
-                }
+            let mut put = || put_at(kind, &p, &other);
+            // What is at the path now is our stamped file.
+            let mut delete = || std::fs::remove_file(&p).unwrap();
+            let mut hooks = Hooks {
+                in_window: Some(&mut put),
+                after_exchange: Some(&mut delete),
+                ..Hooks::default()
             };
-            let mut hooks = Hooks { before_swap: Some(&mut swap), ..Hooks::default() };
             let result = replace_checked_with_hooks(&p, b"v1\n", b"stamped\n", &mut hooks);
             assert!(result.is_err(), "{kind}: a stamp over a {kind} must not succeed");
-            let meta = std::fs::symlink_metadata(&p)
-                .unwrap_or_else(|e| panic!("{kind}: nothing at the path any more: {e}"));
-            if kind == "symlink" {
-                assert!(meta.file_type().is_symlink(), "{kind}: the path holds {meta:?}");
-                assert_eq!(std::fs::read_link(&p).unwrap(), other);
-                assert_eq!(std::fs::read(&other).unwrap(), b"someone else's\n");
-            } else {
-                assert!(meta.is_dir(), "{kind}: the path holds {meta:?}");
-                assert_eq!(std::fs::read(p.join("inside.txt")).unwrap(), b"kept\n");
-                assert_eq!(std::fs::read_dir(&p).unwrap().count(), 1);
-            }
+            assert_holds(kind, &p, &other, kind);
             assert!(leftovers(dir.path()).is_empty(), "{kind}: {:?}", leftovers(dir.path()));
+        }
+    }
+
+    /// True if `/proc/locks` shows a lease on the file at `path` being broken (someone waits
+    /// for its holder).
+    fn lease_breaking(path: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
+            let ino = format!(":{} ", meta.ino());
+            let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+            locks.lines().any(|l| l.contains("LEASE") && l.contains("BREAK") && l.contains(&ino))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            false
+        }
+    }
+
+    /// Reads `p` in another thread, as another program would: returns once the read is done,
+    /// or waits in its `open` for a lease on what is at `p` (then its bytes come later).
+    fn read_in_thread(p: &Path) -> std::thread::JoinHandle<Vec<u8>> {
+        let path = p.to_path_buf();
+        let reader = std::thread::spawn(move || std::fs::read(path).unwrap());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !reader.is_finished() && !lease_breaking(p) {
+            assert!(std::time::Instant::now() < deadline, "the reader neither read nor waits");
+            std::thread::yield_now();
+        }
+        reader
+    }
+
+    /// A save renamed over the path while a stamp is under way (an editor's atomic save): no
+    /// reader ever gets the stamped older version, not even for an instant. Renamed in before
+    /// the stamp's last look at the path, the exchange must not happen; renamed in the instant
+    /// after that look, a reader that opens the path while the exchange is visible gets the
+    /// newer file.
+    #[test]
+    fn a_save_renamed_over_the_path_during_a_stamp_is_never_displaced() {
+        // Only a lease on our new file can hold a reader back in the instant (Linux).
+        let slots: &[bool] = if leases_here() { &[false, true] } else { &[false] };
+        for &in_window in slots {
+            let case = format!("renamed in the window: {in_window}");
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("a.py");
+            crate::test_support::write(&p, "v1 # @claude x\n").unwrap();
+            let staged = dir.path().join("staged");
+            let mut save = || {
+                std::fs::write(&staged, "v2\n").unwrap();
+                std::fs::rename(&staged, &p).unwrap();
+            };
+            let readers = std::cell::RefCell::new(Vec::new());
+            let mut look = || readers.borrow_mut().push(read_in_thread(&p));
+            let mut hooks = Hooks { after_exchange: Some(&mut look), ..Hooks::default() };
+            if in_window {
+                hooks.in_window = Some(&mut save);
+            } else {
+                hooks.before_swap = Some(&mut save);
+            }
+            let result =
+                replace_checked_with_hooks(&p, b"v1 # @claude x\n", b"stamped v1\n", &mut hooks);
+            drop(hooks);
+            for reader in readers.take() {
+                let got = String::from_utf8(reader.join().unwrap()).unwrap();
+                assert_eq!(got, "v2\n", "{case}: a reader got an older version than the path's");
+            }
+            assert!(matches!(result, Err(WriteError::Conflict { .. })), "{case}: {result:?}");
+            assert_eq!(std::fs::read(&p).unwrap(), b"v2\n", "{case}");
+            assert!(leftovers(dir.path()).is_empty(), "{case}: {:?}", leftovers(dir.path()));
         }
     }
 

@@ -331,6 +331,35 @@ fn sigterm_stops_it_cleanly() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
+/// A closed terminal (or an `ssh` session that ends) sends SIGHUP: the server stops as on
+/// SIGTERM — after the file at hand, leaving no temp file — and exits successfully, instead of
+/// dying of the signal in the middle of a stamp.
+#[cfg(unix)]
+#[test]
+fn sighup_stops_it_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut s = Server::start(&root);
+    handshake(&mut s);
+    for i in 0..20 {
+        std::fs::write(root.join(format!("f{i}.py")), format!("# @claude ask {i}\n")).unwrap();
+    }
+    let _ = s.line(); // at least one stamp under way or done
+    unsafe {
+        libc::kill(s.child.id() as i32, libc::SIGHUP);
+    }
+    let took = s.wait_exit();
+    eprintln!("exited {} ms after SIGHUP", took.as_millis());
+    let status = s.child.try_wait().unwrap().unwrap();
+    assert!(status.success(), "SIGHUP: {status:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".fw-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
 /// Claude Code logs every stderr line of a server as an error, and stops a server with SIGINT,
 /// then SIGTERM ~150 ms later: in normal operation the server says nothing on stderr, and it
 /// exits on SIGINT by itself, successfully. A `list_asks` path that does not exist says so.

@@ -255,3 +255,178 @@ fn a_hard_linked_file_loses_nothing() {
     assert_eq!(last, 2000, "too slow to make 2,000 writes");
     assert_eq!(std::fs::read(&*path).unwrap(), std::fs::read(&other).unwrap());
 }
+
+/// The counter of a [`content`] version, once our tags are taken out.
+fn counter_of(bytes: &[u8]) -> Option<u32> {
+    let text = String::from_utf8_lossy(bytes);
+    text.split("counter = ").nth(1)?.trim_end().parse().ok()
+}
+
+/// An editor saving as fast as it can, each save a new file renamed over the path (the
+/// "atomic save"), while stamping runs in a loop and a reader (a build, a test runner) reads
+/// the file all along: the reader must never get a version older than the last save made
+/// before its read began — not even for the instant a stamp's exchange is visible before it
+/// is undone. Runs until a stale read or the deadline.
+#[test]
+fn a_reader_never_sees_an_older_version_during_a_rename_storm() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = Arc::new(dir.path().join("hot.py"));
+    std::fs::write(&*path, content(0)).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicU32::new(0));
+    let saved = Arc::new(AtomicU32::new(0));
+    let stamper = stamper(path.clone(), done.clone(), rounds.clone());
+    let saver = {
+        let (path, done, rounds, saved) =
+            (path.clone(), done.clone(), rounds.clone(), saved.clone());
+        let staged = dir.path().join("hot.py.staged");
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !done.load(Ordering::Relaxed) {
+                i += 1;
+                std::fs::write(&staged, content(i)).unwrap();
+                std::fs::rename(&staged, &*path).unwrap();
+                saved.store(i, Ordering::SeqCst);
+                // Every other save waits for a stamp attempt to begin on it, so that saves
+                // land at every point of a stamp, not only between two.
+                if i % 2 == 0 {
+                    let (seen, deadline) = (rounds.load(Ordering::Relaxed), Instant::now() + WAIT);
+                    while rounds.load(Ordering::Relaxed) == seen && Instant::now() < deadline {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            i
+        })
+    };
+    let started = Instant::now();
+    let (mut reads, mut stamped_reads, mut stale) = (0u32, 0u32, Vec::new());
+    while started.elapsed() < Duration::from_secs(8) && stale.is_empty() {
+        let before = saved.load(Ordering::SeqCst);
+        let bytes = std::fs::read(&*path).unwrap();
+        reads += 1;
+        if bytes.windows(4).any(|w| w == b"[fw-") {
+            stamped_reads += 1;
+        }
+        match counter_of(&bytes) {
+            Some(got) if got >= before => {}
+            got => stale.push((before, got, String::from_utf8_lossy(&bytes).into_owned())),
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let saves = saver.join().unwrap();
+    let ids = stamper.join().unwrap();
+    eprintln!(
+        "stress (rename storm): {saves} saves, {} stamp rounds, {} stamps, {reads} reads \
+         ({stamped_reads} of a stamped file), {} stale",
+        rounds.load(Ordering::Relaxed),
+        ids.len(),
+        stale.len()
+    );
+    assert!(
+        stale.is_empty(),
+        "read an older version than the last save (saved, read, bytes): {stale:?}"
+    );
+    assert!(!ids.is_empty(), "never stamped: the test proves nothing");
+}
+
+/// Removes whatever is at `p` (`rm -rf`), without following a symlink.
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+        Err(e) => Err(e),
+    }
+}
+
+/// Our temp file names in `dir`.
+fn temp_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".fw-tmp"))
+        .collect()
+}
+
+/// A file is saved, stamps run on it in a loop, and the user swaps a directory in at its path
+/// (deletes the file, makes a directory with a file in it), then does it again at once (`rm
+/// -rf`, `mkdir`), as a script or a checkout may: once the stamp in flight is over, the path
+/// holds the user's last directory, and none of our temp files (which would hold the other)
+/// stays. Runs until something is wrong or the deadline.
+#[cfg(unix)]
+#[test]
+fn a_directory_swapped_in_during_stamps_stays_where_it_was_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = Arc::new(dir.path().join("swap.py"));
+    let done = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicU32::new(0));
+    let stamper = stamper(path.clone(), done.clone(), rounds.clone());
+    let started = Instant::now();
+    let mut wrong = Vec::new();
+    let mut round = 0u32;
+    // A pseudo-random spin before each step, so that the steps land all over a stamp.
+    let mut seed = 0x2545_f491_u32;
+    let mut spin = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        for _ in 0..seed % 64 {
+            std::thread::yield_now();
+        }
+    };
+    while started.elapsed() < Duration::from_secs(8) && wrong.is_empty() {
+        round += 1;
+        std::fs::write(&*path, content(round)).unwrap();
+        let seen = rounds.load(Ordering::Relaxed);
+        let deadline = Instant::now() + WAIT;
+        while rounds.load(Ordering::Relaxed) == seen && Instant::now() < deadline {
+            std::thread::yield_now(); // a stamp is under way on the file
+        }
+        spin();
+        for (n, step) in ["first", "second"].into_iter().enumerate() {
+            if let Err(e) = remove_any(&path) {
+                wrong.push(format!("round {round}: rm -rf before the {step} directory: {e}"));
+            }
+            if let Err(e) = std::fs::create_dir(&*path) {
+                wrong.push(format!("round {round}: mkdir of the {step} directory: {e}"));
+                continue;
+            }
+            let inside = format!("round {round}, directory {n}\n");
+            if let Err(e) = std::fs::write(path.join("inside.txt"), &inside) {
+                wrong.push(format!("round {round}: writing into the {step} directory: {e}"));
+            }
+            spin();
+        }
+        // Once a stamp round has begun and ended since, none is in flight on the file.
+        let seen = rounds.load(Ordering::Relaxed);
+        let deadline = Instant::now() + WAIT;
+        while rounds.load(Ordering::Relaxed) < seen + 2 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let want = format!("round {round}, directory 1\n");
+        match std::fs::read_to_string(path.join("inside.txt")) {
+            Ok(got) if got == want => {}
+            got => {
+                wrong.push(format!("round {round}: the path holds {got:?}, not the last directory"))
+            }
+        }
+        let temps = temp_files(dir.path());
+        if !temps.is_empty() {
+            wrong.push(format!("round {round}: temp files left: {temps:?}"));
+        }
+        if let Err(e) = remove_any(&path) {
+            wrong.push(format!("round {round}: rm -rf of the last directory: {e}"));
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let ids = stamper.join().unwrap();
+    eprintln!(
+        "stress (directory swaps): {round} rounds, {} stamp rounds, {} stamps, {} wrong",
+        rounds.load(Ordering::Relaxed),
+        ids.len(),
+        wrong.len()
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert!(!ids.is_empty(), "never stamped: the test proves nothing");
+}
