@@ -12,7 +12,7 @@
 //! | watching | one inotify watch per directory, no read events (our own reader) | one recursive FSEvents stream | one recursive `ReadDirectoryChangesW` |
 //! | a file's directory, held | `openat(O_NOFOLLOW)` per component, named by `/proc/self/fd` | same, named by path (checked by inode) | handles without `FILE_SHARE_DELETE` up to the root |
 //! | busy (retry later) | never | never | sharing violations |
-//! | stop | SIGINT, SIGTERM | same | Ctrl-C, Ctrl-Break, console close |
+//! | stop | SIGINT, SIGTERM, SIGHUP | same | Ctrl-C, Ctrl-Break, console close |
 
 #[cfg(unix)]
 mod unix;
@@ -112,8 +112,8 @@ pub enum WatchMode {
     Recursive,
 }
 
-/// Resolves when the user or the client asks the process to stop: SIGINT or SIGTERM on Unix,
-/// Ctrl-C (or Ctrl-Break, console close) on Windows. Never resolves if no handler can be
+/// Resolves when the user or the client asks the process to stop: SIGINT, SIGTERM or SIGHUP on
+/// Unix, Ctrl-C (or Ctrl-Break, console close) on Windows. Never resolves if no handler can be
 /// installed.
 pub async fn shutdown_signal() {
     imp::shutdown_signal().await

@@ -198,17 +198,21 @@ fn c_path(path: &Path) -> io::Result<CString> {
     Ok(CString::new(path.as_os_str().as_bytes())?)
 }
 
-/// SIGINT or SIGTERM.
+/// SIGINT, SIGTERM or SIGHUP (a terminal closed, an `ssh` session ended: its default action
+/// would end the process in the middle of a stamp).
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
         return std::future::pending().await;
     };
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+        _ = hup.recv() => {}
     }
 }
 
