@@ -107,25 +107,83 @@ fn big_ask(n: u32, size: usize) -> String {
     text
 }
 
-/// The owner killed (SIGKILL) while it stamps leaves its temp file behind; the next owner of
-/// the root removes it when it starts, and nothing else: a file of the user's that merely looks
-/// like one of ours stays. Kills the owner just as it starts a stamp, again and again, until a
-/// kill leaves a temp file (or gives up at the deadline: then nothing was shown).
+/// 64-bit FNV-1a, as our temp names carry it (docs/guarantees.md).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// A process id nobody runs any more.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// The owner killed (SIGKILL) just as it stamps a big file, six times over: after each kill
+/// the next owner of the root starts and removes the temp files a killed process of ours
+/// left — planted before the first start as a killed stamp leaves them (the temp file itself,
+/// named with its own inode number; the file an exchange displaced, holding the bytes whose
+/// checksum the name carries), and whatever a kill left — and nothing else: the user's newer
+/// file an exchange displaced (other bytes), a directory, and a file of the user's merely
+/// named like one of ours stay, byte for byte.
 #[test]
 fn a_killed_owners_temp_files_are_removed_by_the_next_owner() {
+    use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
+    let pid = dead_pid();
+    let plant = |bytes: &[u8], id_of: Option<&std::path::Path>, sum: u64| {
+        let staged = root.join("staged");
+        std::fs::write(&staged, bytes).unwrap();
+        let ino = id_of.map_or_else(
+            || std::fs::metadata(&staged).unwrap().ino(),
+            |p| std::fs::metadata(p).unwrap().ino(),
+        );
+        let name = root.join(format!(".big.py.{pid:x}-{ino:x}-{sum:x}.fw-tmp"));
+        std::fs::rename(&staged, &name).unwrap();
+        name
+    };
+    let dir_named = root.join(format!(".d.py.{pid:x}-1-{:x}.fw-tmp", fnv1a(b"")));
+    std::fs::create_dir(&dir_named).unwrap();
+    std::fs::write(dir_named.join("inside.txt"), "kept\n").unwrap();
     let lookalike = root.join(".notes.py.Ab12Cd.fw-tmp");
     std::fs::write(&lookalike, "the user's own file\n").unwrap();
+    // Three stamps' names (an exchange puts what it displaced at the temp file's name, so the
+    // displaced files carry other files' inode numbers).
+    let old = b"# @claude ask 0\nx = 1\n";
+    plant(b"# @claude[fw-00000000] ask 0\nx = 1\n", None, fnv1a(old));
+    plant(old, Some(&lookalike), fnv1a(old));
+    let newer = plant(b"the user's newer version\n", Some(&dir_named), fnv1a(old));
+    let stay: Vec<String> = [&newer, &dir_named, &lookalike]
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
     let state = tempfile::tempdir().unwrap();
     let env = [("FILEWATCH_STATE_DIR", state.path())];
     let args = ["--debounce", "1ms", "--log-level", "debug"];
-    let started = Instant::now();
-    let (mut kills, mut caught, mut n) = (0, 0, 0);
-    while caught == 0 && started.elapsed() < Duration::from_secs(90) {
+    let mut left_by_kills = 0;
+    for n in 1..=6 {
         let mut watch = WatchProcess::start(&root, &args, &env, DEADLINE);
+        // Only what must stay is left, once the owner's start-up clean-up is done.
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let mut now = temp_files(&root);
+            now.sort();
+            let mut want = stay.clone();
+            want.sort();
+            if now == want {
+                break;
+            }
+            assert!(Instant::now() < deadline, "start {n}: {now:?} are there, not only {want:?}");
+            std::thread::sleep(Duration::from_millis(20)); // polling the directory
+        }
+        if n == 6 {
+            break;
+        }
         // Kill it as soon as it has scanned the file and is about to stamp it.
-        n += 1;
         std::fs::write(root.join("big.py"), big_ask(n, 900_000)).unwrap();
         let deadline = Instant::now() + DEADLINE;
         while Instant::now() < deadline {
@@ -137,32 +195,16 @@ fn a_killed_owners_temp_files_are_removed_by_the_next_owner() {
         }
         watch.child.kill().unwrap();
         watch.child.wait().unwrap();
-        kills += 1;
-        let mut left: Vec<String> = temp_files(&root);
-        left.retain(|n| !lookalike.ends_with(n));
-        if left.is_empty() {
-            continue;
+        if temp_files(&root).len() > stay.len() {
+            left_by_kills += 1;
         }
-        caught += 1;
-        eprintln!("kill {kills} left {left:?}");
-        // The next owner, at its start, removes them.
-        let _next = WatchProcess::start(&root, &args, &env, DEADLINE);
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let mut still: Vec<String> = temp_files(&root);
-            still.retain(|n| !lookalike.ends_with(n));
-            if still.is_empty() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the next owner left {still:?} (were {left:?})");
-            std::thread::sleep(Duration::from_millis(20)); // polling the directory
-        }
-        let now = std::fs::read_to_string(root.join("big.py")).unwrap();
-        assert!(now.starts_with("# @claude"), "big.py: {:?}", &now[..40]);
     }
-    eprintln!("{kills} kills, {caught} left a temp file");
-    assert!(caught > 0, "no kill in {kills} landed in a stamp: nothing was shown");
+    eprintln!("5 kills, {left_by_kills} left a temp file");
+    assert_eq!(std::fs::read(&newer).unwrap(), b"the user's newer version\n");
+    assert_eq!(std::fs::read(dir_named.join("inside.txt")).unwrap(), b"kept\n");
     assert_eq!(std::fs::read_to_string(&lookalike).unwrap(), "the user's own file\n");
+    let now = std::fs::read_to_string(root.join("big.py")).unwrap();
+    assert!(now.starts_with("# @claude"), "big.py: {:?}", &now[..40]);
 }
 
 /// A directory moved out of the root while a stamp of a file in it is under way (a symlink to
