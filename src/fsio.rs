@@ -1,12 +1,73 @@
 //! Reading files safely (regular files only — never a FIFO, socket, device or symlink — with
-//! size and binary checks) and replacing them atomically without ever losing a user's write.
+//! size and binary checks) and replacing them atomically without ever losing a user's write,
+//! and without anyone seeing an older version than the one at the path.
+//!
+//! # The checked replace ([`replace_checked`])
+//!
+//! 1. The file at the path (X) is opened and held. If anyone has it open for writing (a read
+//!    lease is refused, Linux), nothing is done: [`WriteError::Busy`].
+//! 2. The new bytes go to a temp file of ours (N) in the same directory, with X's owner, mode
+//!    and extended attributes, synced. On Linux N has no name until it is whole (`O_TMPFILE`);
+//!    its name then carries our pid, its own inode number and a checksum of X's bytes, so that
+//!    the next owner can tell it — and only it — from anything else if we are killed (see
+//!    `temp.rs`). Names are cut to fit 255 bytes whatever the file's name.
+//! 3. A read lease is taken on X, and X's bytes are compared with the ones scanned: a write to
+//!    X from now on breaks the lease.
+//! 4. A write lease is taken on N (Linux): from the moment N is at the path until we know it
+//!    stays, whoever opens it waits in `open(2)`.
+//! 5. The last look, just before the exchange: the path still names X (device and inode — a
+//!    save renamed over the path during steps 2-4 is found here: no lease sees a rename), X's
+//!    lease is unbroken, and (for a file reached through a directory held open) that directory
+//!    is still where it was. Otherwise nothing is done: [`WriteError::Conflict`]. This is the
+//!    exchange "not happening" whenever anything can tell it should not.
+//! 6. The exchange: `renameat2(RENAME_EXCHANGE)` (Linux), `renamex_np(RENAME_SWAP)` (macOS),
+//!    `ReplaceFileW` with a backup name (Windows). What was at the path is still in hand.
+//! 7. If what came out is X, its lease unbroken and its directory in place, X is removed and
+//!    N's lease given up: done. Otherwise (something slipped into the instant between 5 and 6)
+//!    it is put back — only if the path still holds N, or holds nothing (the user deleted N:
+//!    theirs goes back, with `RENAME_NOREPLACE`); if the user put something newer there, what
+//!    was displaced stays at our temp name, and the error says where. Whoever opened N while it
+//!    was at the path is still waiting on its lease: N first becomes a copy of the file put
+//!    back, so that they read that one, as if they had opened it. Then the leases go.
+//!
+//! # What a reader can see
+//!
+//! On Linux, with leases (a local file system, a file of ours): the path holds X, then N (the
+//! same bytes plus the tag) — never an older version than the last one written or renamed
+//! there. A save made while the stamp runs makes step 5 fail; one made in the microsecond
+//! between 5 and 6 is undone in step 7 before anyone who opened the path can read a byte.
+//!
+//! What remains, and why it cannot be closed from user space: a rename onto a path cannot be
+//! conditional on what the path holds (no system call compares and exchanges directory
+//! entries, and leases are broken by opens and truncates, never by a rename over the name), so
+//! the instant between step 5 and step 6 exists. In that instant:
+//! - a program that only looks at the path without opening it (`stat`, `ls`, `make`'s mtime
+//!   check) can see N's size and times for the microseconds until the undo;
+//! - an `open(O_NONBLOCK)` of N fails with `EWOULDBLOCK` instead of waiting;
+//! - a program that opens the path *for writing* in those microseconds writes, once let go,
+//!   into N, which has left the path: that write is lost (two races at once: a save within a
+//!   microsecond of our look, and a write-open within the microseconds of the undo);
+//! - a directory or symlink put at the path there is seen as N by anyone who opens it then,
+//!   since there is no file to copy for them.
+//!
+//! Without leases (macOS, Windows, network and FUSE file systems, `fs.leases-enable=0`) steps
+//! 1, 3 and 4 tell nothing: the content
+//! check, the last look and the undo still hold, and a reader that opens the path in the
+//! microseconds between the exchange and its undo reads N. A write through a descriptor
+//! opened before the exchange is caught by reading X once more after it is unlinked, and
+//! restored.
 
 use std::fs::{File, Metadata};
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Read, Seek};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::sys;
+
+mod temp;
+
+pub use temp::remove_leftovers_in_background;
+use temp::Temp;
 
 /// Files larger than this are skipped: nobody writes asks into generated megabyte blobs, and
 /// it bounds the memory and parse time one save can cost.
@@ -303,31 +364,29 @@ impl WriteError {
 }
 
 /// Replaces `path`, which must hold exactly `expected`, with `new`, atomically — only if
-/// nothing of the user's can be lost by it.
-///
-/// The file is opened and held first. Where the OS has leases (Linux, a file of ours on a
-/// local file system) a read lease is taken on it: refused while another program has the file
-/// open for writing — it is still being written, and its next write would go into the file we
-/// replace — which fails with [`WriteError::Busy`]; and broken by anyone who opens it for
-/// writing or truncates it from then on. The new bytes go to a temp file in the same directory
-/// (owner, mode, extended attributes copied — or [`WriteError::Untaggable`] if any cannot be;
-/// `fsync`ed). The held file's content is compared with `expected`, and the swap is an exchange
-/// (`renameat2(RENAME_EXCHANGE)` on Linux, `renamex_np(RENAME_SWAP)` on macOS, `ReplaceFileW`
-/// with a backup name on Windows), so whatever was at `path` at that instant is still in hand
-/// afterwards: unless it is the very file we read and checked (same device and inode; on
-/// Windows, a regular file with the checked content), with its lease unbroken, it is swapped back — a user's newer file, a symlink or a directory put there,
-/// a file a writer just opened — and the call fails with [`WriteError::Conflict`]. Without a
-/// lease, a write through a descriptor opened before the swap is caught by reading the
-/// displaced file once more after it is unlinked, and restored. A file another program holds
-/// open without sharing delete (Windows) is a conflict too: not changed, tried again on its
-/// next change.
+/// nothing of the user's can be lost by it, and without anyone ever seeing an older version
+/// than the path's (see the module doc for how, and for what remains).
 ///
 /// Files with several hard links are never written ([`WriteError::Untaggable`]): a new file
 /// would split the links, and a rewrite in place can leave the file short (a full disk) or
 /// padded (a racing truncate). Symlinks (and Windows reparse points that link) are never
 /// written through; read-only files are left alone.
 pub fn replace_checked(path: &Path, expected: &[u8], new: &[u8]) -> Result<(), WriteError> {
-    replace_checked_with_hooks(path, expected, new, &mut Hooks::default())
+    replace_checked_in(path, expected, new, &|| true)
+}
+
+/// [`replace_checked`] for a file reached through a directory held open
+/// ([`sys::dir_beneath`]): `in_place` says whether that directory is still where it was
+/// reached from the root. It is asked just before the exchange (false: nothing is done) and
+/// just after it (false: the exchange is undone), so that a directory moved out of the root
+/// meanwhile is not written.
+pub fn replace_checked_in(
+    path: &Path,
+    expected: &[u8],
+    new: &[u8],
+    in_place: &dyn Fn() -> bool,
+) -> Result<(), WriteError> {
+    replace(path, expected, new, in_place, &mut Hooks::default())
 }
 
 /// Why [`replace_checked`] would refuse the file with metadata `meta` whatever its bytes —
@@ -348,9 +407,9 @@ pub fn cannot_replace(path: &Path, meta: &std::fs::Metadata) -> Option<&'static 
 /// outside tests.
 #[derive(Default)]
 struct Hooks<'a> {
-    /// Between the content check and the swap.
+    /// Between the content check and the last look at the path before the exchange.
     before_swap: Option<&'a mut dyn FnMut()>,
-    /// Immediately before the exchange.
+    /// Between that last look and the exchange: the instant nothing can cover but the undo.
     in_window: Option<&'a mut dyn FnMut()>,
     /// Immediately after the exchange, before what it displaced is looked at.
     after_exchange: Option<&'a mut dyn FnMut()>,
@@ -363,26 +422,8 @@ struct Hooks<'a> {
 }
 
 impl Hooks<'_> {
-    fn before_swap(&mut self) {
-        if let Some(f) = self.before_swap.as_mut() {
-            f();
-        }
-    }
-
-    fn after_check(&mut self) {
-        if let Some(f) = self.after_check.as_mut() {
-            f();
-        }
-    }
-
-    fn in_window(&mut self) {
-        if let Some(f) = self.in_window.as_mut() {
-            f();
-        }
-    }
-
-    fn after_exchange(&mut self) {
-        if let Some(f) = self.after_exchange.as_mut() {
+    fn run(hook: &mut Option<&mut dyn FnMut()>) {
+        if let Some(f) = hook.as_mut() {
             f();
         }
     }
@@ -410,37 +451,6 @@ pub fn wait_closed(path: &Path, deadline: std::time::Instant) -> bool {
 /// How long a replace waits for another program to let go of a file before calling it busy.
 const BUSY_WAIT: Duration = Duration::from_secs(1);
 
-/// Our own files beside the target (the temp file, and on Windows the names the displaced
-/// files were moved to), removed when this is dropped unless kept.
-struct Scratch {
-    paths: Vec<PathBuf>,
-}
-
-impl Scratch {
-    fn add(&mut self, path: PathBuf) {
-        if !self.paths.contains(&path) {
-            self.paths.push(path);
-        }
-    }
-
-    /// Leaves `path` alone: it is gone (renamed into place) or holds bytes that must survive.
-    fn keep(&mut self, path: &Path) {
-        self.paths.retain(|p| p != path);
-    }
-
-    fn temp(&self) -> &Path {
-        &self.paths[0]
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for p in &self.paths {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
 /// The file that was read, as the exchange must find it at the path.
 struct Checked {
     /// Its device and inode (volume and index on Windows).
@@ -450,10 +460,18 @@ struct Checked {
     leased: Option<File>,
 }
 
-fn replace_checked_with_hooks(
+impl Checked {
+    /// True if someone opened the file read for writing (or truncated it) since its lease.
+    fn written(&self) -> bool {
+        self.leased.as_ref().is_some_and(sys::lease_broken)
+    }
+}
+
+fn replace(
     path: &Path,
     expected: &[u8],
     new: &[u8],
+    in_place: &dyn Fn() -> bool,
     hooks: &mut Hooks,
 ) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
@@ -491,7 +509,7 @@ fn replace_checked_with_hooks(
         sys::Lease::Busy => return Err(WriteError::Busy { path: path.to_path_buf() }),
         sys::Lease::Unavailable => {}
     }
-    let mut scratch = write_temp_beside(path, new, &held, &held_meta)?;
+    let mut temp = Temp::create(path, new, &held, &held_meta, Some(expected)).map_err(&io_err)?;
     // Taken again before the content check: from here on, a write to the held file breaks it.
     let lease = take_lease(&held);
     if lease == sys::Lease::Busy {
@@ -506,19 +524,27 @@ fn replace_checked_with_hooks(
         id: sys::file_id(&held).map_err(&io_err)?,
         leased: (lease == sys::Lease::Held).then_some(held),
     };
-    hooks.before_swap();
-    if hooks.plain_rename {
-        return rename_unleased(path, &mut scratch, read, expected);
+    // Whoever opens our file once it is at the path waits until we know it stays there.
+    temp.hold_back(!no_lease && !hooks.plain_rename);
+    Hooks::run(&mut hooks.before_swap);
+    // The last look: the path still names the file read, nobody opened that for writing, and
+    // its directory is where it was. (A rename over the path is not seen by any lease: this is
+    // where a save made while our temp file was written and synced is found.)
+    let still_read =
+        matches!(retry_busy(|| sys::path_file_id(path)), Ok(Some(id)) if id == read.id);
+    if !still_read || read.written() || !in_place() {
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
     }
-    hooks.in_window();
-    match sys::exchange(scratch.temp(), path) {
+    if hooks.plain_rename {
+        return rename_unleased(path, temp, read, expected);
+    }
+    Hooks::run(&mut hooks.in_window);
+    match sys::exchange(&temp.path, path) {
         Ok(displaced) => {
-            hooks.after_exchange();
-            settle_exchange(path, scratch, displaced, read, expected, new, hooks)
+            Hooks::run(&mut hooks.after_exchange);
+            settle_exchange(path, temp, &displaced, read, expected, new, in_place, hooks)
         }
-        Err(e) if sys::exchange_unsupported(&e) => {
-            rename_unleased(path, &mut scratch, read, expected)
-        }
+        Err(e) if sys::exchange_unsupported(&e) => rename_unleased(path, temp, read, expected),
         Err(e) if sys::is_busy(&e) => Err(WriteError::Conflict { path: path.to_path_buf() }),
         Err(e) => Err(io_err(e)),
     }
@@ -531,55 +557,53 @@ fn replace_checked_with_hooks(
 /// it.
 fn rename_unleased(
     path: &Path,
-    scratch: &mut Scratch,
+    mut temp: Temp,
     read: Checked,
     expected: &[u8],
 ) -> Result<(), WriteError> {
-    if read.leased.as_ref().is_some_and(sys::lease_broken) {
+    if read.written() {
         return Err(WriteError::Conflict { path: path.to_path_buf() });
     }
     drop(read);
-    rename_and_check(path, scratch, expected)
+    temp.release();
+    rename_and_check(path, temp, expected)
 }
 
 /// After the exchange, `displaced` holds what was at `path`: keep ours only if that was the
-/// very file we read, and nobody wrote it.
+/// very file we read, nobody wrote it, and its directory did not move; otherwise undo.
+#[allow(clippy::too_many_arguments)] // the one call above; each is a different thing
 fn settle_exchange(
     path: &Path,
-    mut scratch: Scratch,
-    displaced: PathBuf,
+    mut temp: Temp,
+    displaced: &Path,
     read: Checked,
     expected: &[u8],
     new: &[u8],
+    in_place: &dyn Fn() -> bool,
     hooks: &mut Hooks,
 ) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
-    // Our file is in place: the temp name holds what was displaced (Linux, macOS) or is gone
-    // (Windows, which names the displaced file itself).
-    let temp = scratch.temp().to_path_buf();
-    scratch.keep(&temp);
     // Until we know what came out of the path, it may be the user's only copy of something
     // (a newer file, a symlink, a directory): it is never removed, even on an error, unless it
-    // is the file read, unchanged.
-    // A scanner may be looking at our backup name for a moment (Windows): wait for it.
-    let is_read = match retry_busy(|| sys::path_file_id(&displaced)) {
+    // is the file read, unchanged. A scanner may be looking at the backup name a moment
+    // (Windows): wait for it.
+    let is_read = match retry_busy(|| sys::path_file_id(displaced)) {
         Ok(Some(id)) => id == read.id || !sys::SWAP_KEEPS_FILE_IDS,
         Ok(None) | Err(_) => false, // a symlink, a directory, or gone
     };
-    let written = read.leased.as_ref().is_some_and(sys::lease_broken);
-    if is_read && !written {
-        if let Some(leased) = read.leased {
+    if is_read && !read.written() && in_place() {
+        if read.leased.is_some() {
             // Nobody had it open for writing when the lease was taken, nobody opened it for
             // writing since, and its bytes were checked under the lease: nothing can be late.
-            scratch.add(displaced);
-            drop(leased); // ends the lease
+            let _ = std::fs::remove_file(displaced);
+            temp.release(); // whoever opened ours meanwhile reads it: it stays
             return Ok(());
         }
-        let mut file = retry_busy(|| sys::open_read(&displaced)).map_err(&io_err)?;
+        temp.release();
+        let mut file = retry_busy(|| sys::open_read(displaced)).map_err(&io_err)?;
         if read_all(&mut file).map_err(&io_err)? == expected {
-            scratch.add(displaced.clone());
-            hooks.after_check();
-            drop(scratch); // unlinks the displaced file; our descriptor keeps it readable
+            Hooks::run(&mut hooks.after_check);
+            let _ = std::fs::remove_file(displaced); // our descriptor keeps it readable
             let late = read_all(&mut file).map_err(&io_err)?;
             if late == expected {
                 return Ok(());
@@ -589,33 +613,95 @@ fn settle_exchange(
             return Err(WriteError::Conflict { path: path.to_path_buf() });
         }
     }
-    // Another file, a symlink or a directory was put at the path, or the file read was written
-    // (or is being opened for writing: that writer waits on our lease): give it its place back.
-    // Until it is back, it is the user's only copy: never removed, even if that fails.
-    scratch.keep(&displaced);
-    let ours =
-        retry_busy(|| sys::exchange(&displaced, path)).map_err(|e| kept(path, &displaced, e))?;
+    undo_exchange(path, temp, displaced, read, new)
+}
+
+/// Gives back its place to what the exchange displaced — another file, a symlink or a
+/// directory put at the path, the file read if a writer opened it (that writer waits on our
+/// lease), or the file read if its directory moved — and fails with [`WriteError::Conflict`].
+/// Until it is back, it is the user's only copy: never removed, even if that fails.
+fn undo_exchange(
+    path: &Path,
+    mut temp: Temp,
+    displaced: &Path,
+    read: Checked,
+    new: &[u8],
+) -> Result<(), WriteError> {
+    let back = put_back(path, displaced, temp.id);
+    // Whoever opened our file while it was at the path waits on it (Linux): they get what was
+    // there before ours instead, as if they had opened it.
+    if temp.waited_on() {
+        temp.become_copy_of(if back.is_ok() { path } else { displaced });
+    }
+    let held_back = temp.release();
     drop(read.leased); // a writer waiting on the lease goes on, into the file back at its path
-    scratch.add(ours.clone());
-    // If the user also wrote into ours meanwhile, that write is newer still: keep it instead.
-    if read_exact_file(&ours).map_err(&io_err)? != new {
-        scratch.keep(&ours);
+    let Some(ours) = back? else {
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
+    };
+    // Without a lease on ours, someone may have written into it while it was at the path:
+    // that write is newer still, so it goes back to the path; what it was written over is the
+    // older, and goes (a regular file only: anything else is kept where it is and said).
+    if !held_back && read_exact_file(&ours).is_ok_and(|now| now != new) {
         let older = retry_busy(|| sys::exchange(&ours, path)).map_err(|e| kept(path, &ours, e))?;
-        scratch.add(older);
+        if !std::fs::symlink_metadata(&older).is_ok_and(|m| m.is_file()) {
+            let why = io::Error::other("a newer write replaced it while a stamp was undone");
+            return Err(kept(path, &older, why));
+        }
+        let _ = std::fs::remove_file(&older);
+    } else if temp::holds(&ours, temp.id) {
+        let _ = std::fs::remove_file(&ours);
     }
     Err(WriteError::Conflict { path: path.to_path_buf() })
+}
+
+/// Puts what an exchange displaced back at `path`, if `path` still holds our file `ours` — or
+/// holds nothing: the user deleted it meanwhile, as they would have deleted theirs. Returns
+/// where our file went (`None`: nowhere, it was deleted). If the user put something else at
+/// the path meanwhile, that is newer: what was displaced stays where it is, and the error says
+/// where.
+fn put_back(
+    path: &Path,
+    displaced: &Path,
+    ours: (u64, u64),
+) -> Result<Option<PathBuf>, WriteError> {
+    for _ in 0..3 {
+        match retry_busy(|| sys::path_file_id(path)) {
+            Ok(Some(id)) if id == ours || !sys::SWAP_KEEPS_FILE_IDS => {
+                let went = retry_busy(|| sys::exchange(displaced, path))
+                    .map_err(|e| kept(path, displaced, e))?;
+                if temp::holds(&went, ours) {
+                    return Ok(Some(went));
+                }
+                // The path changed in the instant between: what is there now is newer than
+                // what was displaced; it goes back, and the other stays out.
+                let older =
+                    retry_busy(|| sys::exchange(&went, path)).map_err(|e| kept(path, &went, e))?;
+                let why = io::Error::other("the path changed while a stamp was undone");
+                return Err(kept(path, &older, why));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match sys::rename_noreplace(displaced, path) {
+                    Ok(()) => return Ok(None),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(kept(path, displaced, e)),
+                }
+            }
+            _ => break,
+        }
+    }
+    let why = io::Error::other("something newer was put at the path while a stamp was undone");
+    Err(kept(path, displaced, why))
 }
 
 /// Where the kernel or file system cannot exchange: rename, then check the old file (kept open)
 /// for a write that slipped in between the check and the rename, and restore it if so. (A
 /// writer that opens the file in the instant of the rename cannot be put back: that is what
 /// the exchange is for.)
-fn rename_and_check(path: &Path, scratch: &mut Scratch, expected: &[u8]) -> Result<(), WriteError> {
+fn rename_and_check(path: &Path, mut temp: Temp, expected: &[u8]) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
     let mut old = sys::open_read(path).map_err(&io_err)?;
-    let temp = scratch.temp().to_path_buf();
-    match retry_busy(|| std::fs::rename(&temp, path)) {
-        Ok(()) => scratch.keep(&temp),
+    match retry_busy(|| std::fs::rename(&temp.path, path)) {
+        Ok(()) => temp.keep(),
         Err(e) if sys::is_busy(&e) => {
             return Err(WriteError::Conflict { path: path.to_path_buf() })
         }
@@ -630,23 +716,24 @@ fn rename_and_check(path: &Path, scratch: &mut Scratch, expected: &[u8]) -> Resu
 }
 
 /// Unconditional atomic replace (temp file + rename), used to put a user's bytes back. If the
-/// rename cannot happen, the bytes stay in the temp file and the error says where.
+/// rename cannot happen, the bytes stay in the temp file (named as one that is never removed
+/// by the start-up clean-up) and the error says where.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let io_err = WriteError::io(path);
     let from = sys::open_read(path).map_err(&io_err)?;
     let meta = from.metadata().map_err(&io_err)?;
-    let mut scratch = write_temp_beside(path, bytes, &from, &meta)?;
+    let mut temp = Temp::create(path, bytes, &from, &meta, None).map_err(&io_err)?;
     drop(from); // Windows will not rename over a file we hold open
-    let temp = scratch.temp().to_path_buf();
-    scratch.keep(&temp);
-    retry_busy(|| std::fs::rename(&temp, path)).map_err(|e| kept(path, &temp, e))
+    temp.release();
+    temp.keep();
+    retry_busy(|| std::fs::rename(&temp.path, path)).map_err(|e| kept(path, &temp.path, e))
 }
 
-/// The error for a restore that could not happen: the user's bytes are safe at `at`.
+/// The error for a restore that could not happen: what was at the path is safe at `at`.
 fn kept(path: &Path, at: &Path, e: io::Error) -> WriteError {
     let source = io::Error::new(
         e.kind(),
-        format!("{e}; your newer version of the file is kept at {}", at.display()),
+        format!("{e}; what was at the path (your newer version) is kept at {}", at.display()),
     );
     WriteError::Io { path: path.to_path_buf(), source }
 }
@@ -664,33 +751,6 @@ fn retry_busy<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     }
 }
 
-/// A synced temp file in `path`'s directory holding `bytes`, with the owner, mode and extended
-/// attributes of `from` (open on `path`; its metadata is `meta`; see [`sys::copy_metadata`]).
-fn write_temp_beside(
-    path: &Path,
-    bytes: &[u8],
-    from: &File,
-    meta: &Metadata,
-) -> Result<Scratch, WriteError> {
-    let io_err = WriteError::io(path);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".fw-tmp")
-        .tempfile_in(dir)
-        .map_err(&io_err)?;
-    tmp.write_all(bytes).map_err(&io_err)?;
-    sys::copy_metadata(from, meta, tmp.as_file(), tmp.path()).map_err(&io_err)?;
-    tmp.as_file().sync_all().map_err(&io_err)?;
-    // Closed before the swap: Windows cannot move a file we hold open without sharing.
-    let (_, temp) = tmp.keep().map_err(|e| io_err(e.error))?;
-    Ok(Scratch { paths: vec![temp] })
-}
-
 fn read_all(file: &mut File) -> io::Result<Vec<u8>> {
     file.rewind()?;
     let mut bytes = Vec::new();
@@ -703,9 +763,21 @@ fn read_exact_file(path: &Path) -> io::Result<Vec<u8>> {
     read_all(&mut sys::open_read(path)?)
 }
 
+/// [`replace_checked`] with test hooks.
+#[cfg(test)]
+fn replace_checked_with_hooks(
+    path: &Path,
+    expected: &[u8],
+    new: &[u8],
+    hooks: &mut Hooks,
+) -> Result<(), WriteError> {
+    replace(path, expected, new, &|| true, hooks)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn reads_regular_files_and_skips_the_rest() {
@@ -1173,7 +1245,6 @@ mod tests {
             }
             let result =
                 replace_checked_with_hooks(&p, b"v1 # @claude x\n", b"stamped v1\n", &mut hooks);
-            drop(hooks);
             for reader in readers.take() {
                 let got = String::from_utf8(reader.join().unwrap()).unwrap();
                 assert_eq!(got, "v2\n", "{case}: a reader got an older version than the path's");

@@ -678,14 +678,15 @@ impl<'t> LivePipeline<'t> {
             hook(path);
         }
         let target = self.here.as_ref().map_or_else(|| path.to_path_buf(), |h| h.real.clone());
-        let moved =
-            self.here.as_ref().is_some_and(|h| !sys::same_dir(&h.beneath, &self.root, &h.rel_dir));
-        let written = if moved {
+        let in_place =
+            || self.here.as_ref().is_none_or(|h| sys::same_dir(&h.beneath, &self.root, &h.rel_dir));
+        let written = if !in_place() {
             // A directory of the path was swapped (for a symlink out of the root, say): the
-            // path no longer names what was read. Its new state brings its own event.
+            // path no longer names what was read. Its new state brings its own event. (The
+            // replace looks again just before and just after its exchange.)
             Err(WriteError::Conflict { path: path.to_path_buf() })
         } else {
-            fsio::replace_checked(&target, bytes, &stamped)
+            fsio::replace_checked_in(&target, bytes, &stamped, &in_place)
         };
         match written {
             Ok(()) => {
@@ -1169,6 +1170,8 @@ impl Live {
             Some(since) => Watch::start_after(&options.root, options.debounce, since)?,
         };
         let root = watch.root().to_path_buf();
+        // The previous owner may have been killed in the middle of a stamp.
+        fsio::remove_leftovers_in_background(&root);
         let asks = match asks {
             Some(asks) => asks,
             None => Asks::for_mode(options.tag, &root, &options.trigger)?,

@@ -1,9 +1,10 @@
-//! Linux: `renameat2(RENAME_EXCHANGE)`, read leases for "nobody is writing it", extended
-//! attributes by `f*xattr`, inotify per directory.
+//! Linux: `renameat2(RENAME_EXCHANGE)`, read leases for "nobody is writing it" and write
+//! leases for "nobody reads it yet", `O_TMPFILE` for a temp file that has no name until it is
+//! whole, extended attributes by `f*xattr`, inotify per directory.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 
 use super::{c_path, check};
@@ -37,6 +38,74 @@ pub fn exchange(a: &Path, b: &Path) -> io::Result<PathBuf> {
     check(rc as libc::c_int).map(|()| a.to_path_buf())
 }
 
+/// Moves `from` to `to` only if nothing is at `to` (`renameat2(RENAME_NOREPLACE)`; where the
+/// file system cannot, a look at `to` first).
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    let (cf, ct) = (c_path(from)?, c_path(to)?);
+    // SAFETY: both are valid NUL-terminated paths.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            cf.as_ptr(),
+            libc::AT_FDCWD,
+            ct.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    match check(rc as libc::c_int) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
+            super::rename_if_absent(from, to)
+        }
+        other => other,
+    }
+}
+
+/// A new file in `dir`, open read-write, that has no name (`O_TMPFILE`): if the process dies
+/// before [`name_unnamed`] names it, nothing of it is left. `None` where the file system or the
+/// kernel cannot make one, or `/proc` (which names it) is not there.
+pub fn unnamed_file_in(dir: &Path) -> io::Result<Option<File>> {
+    if !Path::new("/proc/self/fd").is_dir() {
+        return Ok(None);
+    }
+    let c = c_path(dir)?;
+    let flags = libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC;
+    // SAFETY: a valid NUL-terminated path; the mode is a plain integer.
+    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o600 as libc::c_uint) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(Some(unsafe { File::from_raw_fd(fd) }))
+}
+
+/// Gives the file [`unnamed_file_in`] made the name `path`, which must be free (`linkat` of
+/// its `/proc/self/fd` entry).
+pub fn name_unnamed(file: &File, path: &Path) -> io::Result<()> {
+    let from = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let to = c_path(path)?;
+    // SAFETY: both are valid NUL-terminated paths.
+    check(unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    })
+}
+
+/// Installs the SIGIO handler a lease needs (see [`take_lease`]), once.
+fn handle_sigio() {
+    static SIGIO_HANDLED: std::sync::Once = std::sync::Once::new();
+    SIGIO_HANDLED.call_once(ignore_sigio);
+}
+
 /// Takes a read lease on `file` (open read-only). A read lease, not a write lease: it is
 /// refused (`EAGAIN`) only while someone has the file open for *writing*, and broken only by an
 /// open for writing or a truncate — so an editor or a language server that merely keeps the
@@ -47,16 +116,34 @@ pub fn exchange(a: &Path, b: &Path) -> io::Result<PathBuf> {
 /// A broken lease signals its holder with SIGIO, whose default action ends the process: a
 /// handler that does nothing is installed first (the break is read with [`lease_broken`]).
 pub fn take_lease(file: &File) -> Lease {
-    static SIGIO_HANDLED: std::sync::Once = std::sync::Once::new();
-    SIGIO_HANDLED.call_once(ignore_sigio);
+    set_lease(file, libc::F_RDLCK)
+}
+
+/// Takes a write lease on `file`, our own new file (open read-write, and by nobody else):
+/// from then on whoever opens it — to read or to write — waits in `open(2)` until we give the
+/// lease up (or the kernel's `lease-break-time`, 45 s, runs out), and the lease says so
+/// ([`write_lease_broken`]). [`Lease::Busy`] if another descriptor has it open.
+pub fn take_write_lease(file: &File) -> Lease {
+    set_lease(file, libc::F_WRLCK)
+}
+
+fn set_lease(file: &File, kind: libc::c_int) -> Lease {
+    handle_sigio();
     // SAFETY: a plain fcntl on an open descriptor.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) } == 0 {
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, kind) } == 0 {
         return Lease::Held;
     }
     match io::Error::last_os_error().raw_os_error() {
         Some(libc::EAGAIN) => Lease::Busy,
         _ => Lease::Unavailable, // EACCES (not ours), EINVAL (file system), ENOLCK, ...
     }
+}
+
+/// True if someone is waiting on the write lease [`take_write_lease`] took on `file`: they
+/// opened it (or are truncating it).
+pub fn write_lease_broken(file: &File) -> bool {
+    // SAFETY: a plain fcntl on an open descriptor.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLEASE) != libc::F_WRLCK }
 }
 
 /// Gives up the lease [`take_lease`] took on `file` (as closing it would).

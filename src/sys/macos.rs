@@ -22,6 +22,29 @@ pub fn exchange(a: &Path, b: &Path) -> io::Result<PathBuf> {
         .map(|()| a.to_path_buf())
 }
 
+/// Moves `from` to `to` only if nothing is at `to` (`renamex_np(RENAME_EXCL)`; where the
+/// file system cannot, a look at `to` first).
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    let (cf, ct) = (c_path(from)?, c_path(to)?);
+    // SAFETY: both are valid NUL-terminated paths.
+    match check(unsafe { libc::renamex_np(cf.as_ptr(), ct.as_ptr(), libc::RENAME_EXCL) }) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTSUP | libc::EINVAL)) => {
+            super::rename_if_absent(from, to)
+        }
+        other => other,
+    }
+}
+
+/// macOS has no `O_TMPFILE`: temp files are made with a name (see `fsio`).
+pub fn unnamed_file_in(_dir: &Path) -> io::Result<Option<File>> {
+    Ok(None)
+}
+
+/// Never called: [`unnamed_file_in`] makes no unnamed file.
+pub fn name_unnamed(_file: &File, _path: &Path) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
 /// Copies extended attributes (`com.apple.quarantine`, Finder info, resource forks, tags) and
 /// the ACL. Not `COPYFILE_STAT`: that would copy the times, and editors watch the mtime.
 pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
@@ -53,6 +76,16 @@ pub fn lease_broken(_file: &File) -> bool {
 
 /// Never held.
 pub fn release_lease(_file: &File) {}
+
+/// macOS has no leases: a reader is never held back (see `fsio::replace_checked`).
+pub fn take_write_lease(_file: &File) -> crate::sys::Lease {
+    crate::sys::Lease::Unavailable
+}
+
+/// Never held, never broken.
+pub fn write_lease_broken(_file: &File) -> bool {
+    false
+}
 
 /// Why watching `root` may hear nothing, if it may: nothing known on macOS.
 pub fn watch_caveat(_root: &Path) -> Option<String> {

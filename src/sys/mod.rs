@@ -9,6 +9,10 @@
 //! | atomic exchange | `renameat2(RENAME_EXCHANGE)` | `renamex_np(RENAME_SWAP)` | `ReplaceFileW` with a backup name |
 //! | metadata carried | owner, mode (setuid/setgid/sticky), all xattrs (ACLs, `security.*`) | owner, mode, xattrs (`com.apple.*`, ACLs) | `ReplaceFileW` keeps ACLs, streams, attributes |
 //! | "nobody is writing it" | read lease `F_SETLEASE F_RDLCK` (local fs) | not known | sharing violations |
+//! | "nobody reads our new file yet" | write lease `F_SETLEASE F_WRLCK`: openers wait | not known | not known |
+//! | a temp file with no name until whole | `O_TMPFILE`, named by `linkat` | no (named, then renamed to its id) | same as macOS |
+//! | move only onto nothing | `renameat2(RENAME_NOREPLACE)` | `renamex_np(RENAME_EXCL)` | `MoveFileExW` |
+//! | is a process running | `kill(pid, 0)` | same | `OpenProcess` + `GetExitCodeProcess` |
 //! | watching | one inotify watch per directory, no read events (our own reader) | one recursive FSEvents stream | one recursive `ReadDirectoryChangesW` |
 //! | a file's directory, held | `openat(O_NOFOLLOW)` per component, named by `/proc/self/fd` | same, named by path (checked by inode) | handles without `FILE_SHARE_DELETE` up to the root |
 //! | busy (retry later) | never | never | sharing violations |
@@ -29,9 +33,10 @@ use windows as imp;
 
 pub use imp::{
     copy_metadata, dir_beneath, exchange, exchange_unsupported, file_id, is_busy, is_watch_limit,
-    lease_broken, link_count, open_append, open_read, open_state, parent_pid, path_file_id,
-    plain_path, refusal_kind, release_lease, same_dir, slash_path, special_kind, take_lease,
-    watch_caveat, writable, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
+    lease_broken, link_count, name_unnamed, open_append, open_read, open_state, owned_by_me,
+    parent_pid, path_file_id, plain_path, process_alive, refusal_kind, release_lease,
+    rename_noreplace, same_dir, slash_path, special_kind, take_lease, take_write_lease,
+    unnamed_file_in, watch_caveat, writable, write_lease_broken, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
 };
 
 /// What [`take_lease`] learnt about the other programs that have a file open.
@@ -85,6 +90,11 @@ impl Beneath {
     /// `name` in this directory.
     pub fn path(&self, name: &std::ffi::OsStr) -> std::path::PathBuf {
         self.base.join(name)
+    }
+
+    /// The directory itself (to list it).
+    pub fn dir_path(&self) -> &std::path::Path {
+        &self.base
     }
 }
 

@@ -17,7 +17,10 @@ mod os;
 #[path = "macos.rs"]
 mod os;
 
-pub use os::{exchange, lease_broken, release_lease, take_lease, watch_caveat, WATCH_MODE};
+pub use os::{
+    exchange, lease_broken, name_unnamed, release_lease, rename_noreplace, take_lease,
+    take_write_lease, unnamed_file_in, watch_caveat, write_lease_broken, WATCH_MODE,
+};
 
 /// Opens `rel` (a directory under `root`) one component at a time, each relative to the one
 /// before and with `O_NOFOLLOW | O_DIRECTORY`: a symlink anywhere below the root fails
@@ -213,6 +216,34 @@ pub async fn shutdown_signal() {
         _ = term.recv() => {}
         _ = int.recv() => {}
         _ = hup.recv() => {}
+    }
+}
+
+/// True if a process `pid` is running (it may be another program that got the number since):
+/// `kill(pid, 0)` succeeds, or says it is not ours to signal.
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// True if this process's user owns the file.
+pub fn owned_by_me(meta: &Metadata) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    meta.uid() == unsafe { libc::geteuid() }
+}
+
+/// [`rename_noreplace`] where the file system has no such rename: a look, then a rename (a
+/// file put at `to` in between is replaced: that moment is the fallback's).
+fn rename_if_absent(from: &Path, to: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(to) {
+        Ok(_) => Err(io::Error::from(io::ErrorKind::AlreadyExists)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::rename(from, to),
+        Err(e) => Err(e),
     }
 }
 

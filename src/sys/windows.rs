@@ -132,6 +132,62 @@ pub fn lease_broken(_file: &File) -> bool {
 /// Never held.
 pub fn release_lease(_file: &File) {}
 
+/// Windows has no leases: a reader is never held back (see `fsio::replace_checked`).
+pub fn take_write_lease(_file: &File) -> crate::sys::Lease {
+    crate::sys::Lease::Unavailable
+}
+
+/// Never held, never broken.
+pub fn write_lease_broken(_file: &File) -> bool {
+    false
+}
+
+/// Windows has no unnamed files: temp files are made with a name (see `fsio`).
+pub fn unnamed_file_in(_dir: &Path) -> io::Result<Option<File>> {
+    Ok(None)
+}
+
+/// Never called: [`unnamed_file_in`] makes no unnamed file.
+pub fn name_unnamed(_file: &File, _path: &Path) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// Moves `from` to `to` only if nothing is at `to` (`MoveFileExW` without
+/// `MOVEFILE_REPLACE_EXISTING`).
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    // SAFETY: valid NUL-terminated wide paths.
+    if unsafe { MoveFileExW(wide(from).as_ptr(), wide(to).as_ptr(), 0) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// True if a process `pid` is running (it may be another program that got the number since):
+/// it can be opened and has no exit code yet, or it exists but is not ours to open.
+pub fn process_alive(pid: u32) -> bool {
+    use windows_sys::Win32::Foundation::{CloseHandle, GetLastError, ERROR_ACCESS_DENIED};
+    use windows_sys::Win32::System::Threading::{
+        GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    };
+    const STILL_ACTIVE: u32 = 259;
+    // SAFETY: plain calls; the handle is closed before returning.
+    unsafe {
+        let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if handle.is_null() {
+            return GetLastError() == ERROR_ACCESS_DENIED;
+        }
+        let mut code = 0u32;
+        let running = GetExitCodeProcess(handle, &mut code) != 0 && code == STILL_ACTIVE;
+        CloseHandle(handle);
+        running
+    }
+}
+
+/// Files are not told apart by owner here (ACLs decide who may write them).
+pub fn owned_by_me(_meta: &Metadata) -> bool {
+    true
+}
+
 /// The volume and file index: what makes a file the same file on Windows.
 fn volume_and_index(file: &File) -> io::Result<(u32, u32, u32)> {
     let info = handle_info(file)?;
