@@ -1261,6 +1261,7 @@ mod tests {
     #[test]
     fn names_up_to_the_longest_allowed_are_stamped() {
         let dir = tempfile::tempdir().unwrap();
+        #[allow(unused_mut)] // one more on Unix
         let mut names: Vec<std::ffi::OsString> = vec![
             format!("{}.py", "a".repeat(238)).into(), // 241 bytes
             format!("{}.py", "b".repeat(252)).into(), // 255 bytes

@@ -331,6 +331,7 @@ fn a_reader_never_sees_an_older_version_during_a_rename_storm() {
 }
 
 /// Removes whatever is at `p` (`rm -rf`), without following a symlink.
+#[cfg(unix)]
 fn remove_any(p: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(p) {
         Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(p),
@@ -340,6 +341,7 @@ fn remove_any(p: &Path) -> std::io::Result<()> {
 }
 
 /// Our temp file names in `dir`.
+#[cfg(unix)]
 fn temp_files(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .unwrap()
