@@ -463,7 +463,7 @@ struct TextWatch {
     out: std::sync::mpsc::Receiver<String>,
     err: std::sync::mpsc::Receiver<String>,
     /// Its state directory (owner lock, `--tag never` ledger), its own.
-    _state: tempfile::TempDir,
+    state: tempfile::TempDir,
 }
 
 /// How long a test waits for the watcher to say something (the machine may be loaded).
@@ -494,7 +494,7 @@ impl TextWatch {
         };
         let out = lines(Box::new(child.stdout.take().unwrap()));
         let err = lines(Box::new(child.stderr.take().unwrap()));
-        TextWatch { child, out, err, _state: state }
+        TextWatch { child, out, err, state }
     }
 
     /// The stderr lines up to the first that contains `pattern`.
@@ -623,6 +623,45 @@ fn multi_line_asks_print_one_line_each() {
     let second = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints the second ask");
     assert!(first.starts_with("b.py:1-2  @claude multi line ⏎ second line  [fw-"), "{first}");
     assert!(second.starts_with("b.py:4  @claude another  [fw-"), "{second}");
+}
+
+/// Issue 24 (5): `watch --tag never` prints an id that is only in the ledger; `resolve ID`
+/// finds it there (the same state directory), removes the ask, and the ledger knows.
+#[test]
+fn resolve_finds_a_tag_never_ask_in_the_ledger() {
+    let tree = tempfile::tempdir().unwrap();
+    let watch = TextWatch::start(tree.path(), &["--tag", "never", "--debounce", "50ms"]);
+    watch.err_until("filewatch-mcp: watching");
+    let file = "def f():\n    return 1  # @claude explain\n";
+    write(tree.path(), "a.py", file);
+    let said = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints the ask");
+    let id = said
+        .rsplit_once("  [")
+        .and_then(|(_, id)| id.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("no id in {said:?}"))
+        .to_string();
+    assert!(id.starts_with("fw-"), "{said}");
+    assert_eq!(std::fs::read_to_string(tree.path().join("a.py")).unwrap(), file);
+
+    let resolve = |id: &str| {
+        bin()
+            .args(["resolve", id])
+            .current_dir(tree.path())
+            .env("FILEWATCH_STATE_DIR", watch.state.path())
+            .output()
+            .unwrap()
+    };
+    let out = resolve(&id);
+    assert_eq!(out.status.code(), Some(0), "resolve {id}: {}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("./a.py: removed {id}\n"));
+    assert_eq!(
+        std::fs::read_to_string(tree.path().join("a.py")).unwrap(),
+        "def f():\n    return 1\n"
+    );
+    // Resolved is resolved: the ledger says so, and a second resolve finds nothing.
+    let out = resolve(&id);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("no marker with id {id}")), "{}", stderr(&out));
 }
 
 /// A watch that ends by itself — its root and the root's parent deleted, nothing left to
