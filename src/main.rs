@@ -12,7 +12,7 @@ use clap::Subcommand;
 use filewatch_mcp::languages::FileType;
 use filewatch_mcp::owner::{self, Claim};
 use filewatch_mcp::{
-    EditError, FallbackReason, LanguageTable, Live, LiveOptions, Marker, MarkerId, Scanner,
+    Asks, EditError, FallbackReason, LanguageTable, Live, LiveOptions, Marker, MarkerId, Scanner,
     TagMode, DEFAULT_TRIGGER, WRITE_ATTEMPTS,
 };
 
@@ -165,7 +165,8 @@ enum Command {
         /// The word that starts an ask.
         #[arg(long, default_value = DEFAULT_TRIGGER)]
         trigger: String,
-        /// Files and directories to look in.
+        /// Files and directories to look in; a directory is also looked up as a root in the
+        /// `--tag never` ledger (run it in the root a server watches, or name that root).
         #[arg(default_value = ".")]
         paths: Vec<PathBuf>,
     },
@@ -528,21 +529,57 @@ fn resolve(id: &str, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCod
     let id: MarkerId = id.parse()?;
     let scanner = Scanner::new(LanguageTable::builtin(), trigger)?;
     check_paths(paths)?;
-    let resolved = match filewatch_mcp::resolve_in_tree(&scanner, paths, id, threads()) {
-        Ok(resolved) => resolved,
-        Err(e) => {
-            eprintln!("filewatch-mcp: {e}");
-            return Ok(ExitCode::from(1));
+    // An ask announced with `--tag never` has its id in the ledger of the root it was announced
+    // on, not in its file: each directory named (`.` by default) is looked up as such a root,
+    // and its record found (by its text) as the server's `resolve_ask` finds it. An id in no
+    // ledger is looked for as a tag in the files.
+    let ledgers: Vec<(&PathBuf, PathBuf, Asks)> = paths
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .filter_map(|p| {
+            let root = p.canonicalize().ok()?;
+            match Asks::for_mode(TagMode::Never, &root, trigger) {
+                Ok(asks) => Some((p, root, asks)),
+                Err(e) => {
+                    tracing::debug!("{}: no ask ledger: {e}", p.display());
+                    None
+                }
+            }
+        })
+        .collect();
+    let mut resolved: Vec<PathBuf> = Vec::new();
+    for (shown, root, asks) in &ledgers {
+        let Some(record) = asks.by_id(id).filter(|r| r.is_pending()) else { continue };
+        match filewatch_mcp::resolve_recorded(&scanner, root, &record) {
+            Ok(true) => resolved.push(shown.join(&record.file)),
+            Ok(false) => {}
+            Err(e) => {
+                eprintln!("filewatch-mcp: {e}");
+                return Ok(ExitCode::from(1));
+            }
         }
-    };
-    let mut out = io::stdout().lock();
-    for path in &resolved {
-        // `/` on every OS
-        writeln!(out, "{}: removed {id}", terminal_name(&filewatch_mcp::slash_path(path)))?;
+    }
+    if resolved.is_empty() {
+        resolved = match filewatch_mcp::resolve_in_tree(&scanner, paths, id, threads()) {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                eprintln!("filewatch-mcp: {e}");
+                return Ok(ExitCode::from(1));
+            }
+        };
     }
     if resolved.is_empty() {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         anyhow::bail!("no marker with id {id} in {}", shown.join(" "));
+    }
+    // The servers on these roots learn that the ask is done, as from their own `resolve_ask`.
+    for (_, _, asks) in &ledgers {
+        asks.resolve(id);
+    }
+    let mut out = io::stdout().lock();
+    for path in &resolved {
+        // `/` on every OS
+        writeln!(out, "{}: removed {id}", terminal_name(&filewatch_mcp::slash_path(path)))?;
     }
     Ok(ExitCode::SUCCESS)
 }

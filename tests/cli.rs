@@ -9,8 +9,13 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
 }
 
+/// Runs the binary in `dir`, with a state directory of its own (`resolve` opens the ledger of
+/// the root it is given: the user's is none of these tests' business).
 fn run(args: &[&str], dir: &Path) -> Output {
-    bin().args(args).current_dir(dir).output().expect("run filewatch-mcp")
+    let state = tempfile::tempdir().unwrap();
+    let mut command = bin();
+    command.args(args).current_dir(dir).env("FILEWATCH_STATE_DIR", state.path());
+    command.output().expect("run filewatch-mcp")
 }
 
 fn stdout(out: &Output) -> String {
