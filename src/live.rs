@@ -123,6 +123,8 @@ pub struct LivePipeline<'t> {
     tag_later: HashMap<PathBuf, TagLater>,
     /// Files with more asks ready than one round handed on.
     backlog: VecDeque<Change>,
+    /// The last file scanned: its path, the hash of its bytes, its markers.
+    last_scan: Option<(PathBuf, u64, Vec<Marker>)>,
     /// Runs between the read and the stamp's write: tests change the file there.
     #[cfg(test)]
     before_stamp: Option<Hook>,
@@ -157,6 +159,7 @@ impl<'t> LivePipeline<'t> {
             drafts: Drafts::default(),
             tag_later: HashMap::new(),
             backlog: VecDeque::new(),
+            last_scan: None,
             #[cfg(test)]
             before_stamp: None,
         }
@@ -337,7 +340,7 @@ impl<'t> LivePipeline<'t> {
         diff: Option<LineDiff>,
     ) -> (Vec<Marker>, Vec<Marker>, Vec<Draft>) {
         self.scanned += 1;
-        let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
+        let markers = self.markers(lang, path, bytes);
         tracing::debug!("{}: {} marker(s)", path.display(), markers.len());
         if markers.is_empty() && !self.asks.may_have_pending(file) {
             return (markers, Vec::new(), Vec::new()); // nothing to ask, nothing to settle
@@ -615,7 +618,7 @@ impl<'t> LivePipeline<'t> {
         };
         let ready = self.drafts.take_due(path, now, settle);
         let file = relative(&self.root, path);
-        let markers = self.scanner.scan_incremental(lang, &source.bytes, &mut self.trees, path);
+        let markers = self.markers(lang, path, &source.bytes);
         self.announce(lang, path, &file, &source, &markers, ready, room, &change)
     }
 
@@ -651,7 +654,7 @@ impl<'t> LivePipeline<'t> {
         let bytes = &source.bytes;
         let Some(lang) = self.scanner.table().detect(path, bytes) else { return Vec::new() };
         let file = relative(&self.root, path);
-        let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
+        let markers = self.markers(lang, path, bytes);
         let records = self.asks.snapshot();
         let pairs = pair(lang, bytes, &file, &markers, &records);
         let owed: HashSet<MarkerId> = later.ids.iter().copied().collect();
@@ -708,6 +711,21 @@ impl<'t> LivePipeline<'t> {
                 Vec::new()
             }
         }
+    }
+
+    /// The markers of `path`'s `bytes`: scanned (incrementally), or, for the very bytes scanned
+    /// last, as found then — a file with thousands of asks is scanned once for all its rounds,
+    /// not once a round.
+    fn markers(&mut self, lang: &Language, path: &Path, bytes: &[u8]) -> Vec<Marker> {
+        let hash = content_hash(bytes);
+        if let Some((p, h, markers)) = &self.last_scan {
+            if p == path && *h == hash {
+                return markers.clone();
+            }
+        }
+        let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
+        self.last_scan = Some((path.to_path_buf(), hash, markers.clone()));
+        markers
     }
 
     fn remember(&mut self, path: &Path, bytes: &[u8]) {
@@ -1109,6 +1127,13 @@ pub trait Sink: Send + 'static {
     /// Hands one ask on, in order, and returns once it reached the client — or could not: an
     /// ask is tagged only once it was delivered, so a tag on disk is an ask someone heard.
     fn deliver(&mut self, ask: Ask) -> Delivery;
+
+    /// Hands a round of asks on, in order, and returns how many of them, from the first,
+    /// reached the client (the rest did not, and nothing more will). One at a time unless a
+    /// sink can keep several on their way at once.
+    fn deliver_round(&mut self, asks: &[Ask]) -> usize {
+        asks.iter().take_while(|a| self.deliver((*a).clone()) == Delivery::Delivered).count()
+    }
 }
 
 /// A closure is a sink that has delivered the ask when it returns [`ControlFlow::Continue`]
@@ -1290,20 +1315,17 @@ fn run_live(
 /// Delivers `asks` in order and tells the pipeline which got through;
 /// [`ControlFlow::Break`] once the client is gone.
 fn hand_on(live: &mut LivePipeline, sink: &mut impl Sink, asks: Vec<Ask>) -> ControlFlow<()> {
-    let mut delivered = Vec::with_capacity(asks.len());
-    let mut asks = asks.into_iter();
-    while let Some(ask) = asks.next() {
+    for ask in &asks {
         tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
-        if sink.deliver(ask.clone()) == Delivery::Closed {
-            live.delivered(&delivered);
-            let lost: Vec<Ask> = std::iter::once(ask).chain(asks).collect();
-            live.undelivered(&lost);
-            return ControlFlow::Break(());
-        }
-        delivered.push(ask);
     }
-    live.delivered(&delivered);
-    ControlFlow::Continue(())
+    let reached = sink.deliver_round(&asks);
+    live.delivered(&asks[..reached]);
+    live.undelivered(&asks[reached..]);
+    if reached < asks.len() {
+        ControlFlow::Break(())
+    } else {
+        ControlFlow::Continue(())
+    }
 }
 
 #[cfg(test)]

@@ -766,14 +766,32 @@ struct Announcer(mpsc::Sender<Announcement>);
 
 impl Sink for Announcer {
     fn deliver(&mut self, ask: Ask) -> Delivery {
-        let (tell, written) = oneshot::channel();
-        if self.0.blocking_send(Announcement { ask, written: Some(tell) }).is_err() {
-            return Delivery::Closed; // the session is over
+        match self.deliver_round(std::slice::from_ref(&ask)) {
+            1 => Delivery::Delivered,
+            _ => Delivery::Closed,
         }
-        match written.blocking_recv() {
-            Ok(true) => Delivery::Delivered,
-            Ok(false) | Err(_) => Delivery::Closed,
+    }
+
+    /// The whole round is queued at once (the queue holds a round) and then waited for, in
+    /// order: the client reads the asks as fast as it reads, not one round trip each.
+    fn deliver_round(&mut self, asks: &[Ask]) -> usize {
+        let mut waiting = Vec::with_capacity(asks.len());
+        for ask in asks {
+            let (tell, written) = oneshot::channel();
+            let ask = ask.clone();
+            if self.0.blocking_send(Announcement { ask, written: Some(tell) }).is_err() {
+                break; // the session is over
+            }
+            waiting.push(written);
         }
+        let mut reached = 0;
+        for written in waiting {
+            if written.blocking_recv() != Ok(true) {
+                break;
+            }
+            reached += 1;
+        }
+        reached
     }
 }
 
