@@ -132,6 +132,8 @@ run_windows() {
     saves_spawn_no_git_and_follow_head           # runs git too
     a_repository_cloned_again_in_place_is_read_anew # runs git too
     a_moved_file_keeps_what_its_old_path_had     # runs git too
+    a_resolve_without_a_record_keeps_the_lines_of_head # runs git too
+    a_resolve_by_record_keeps_the_lines_of_head  # runs git too
     renames_say_where_a_file_was                 # pairs inotify's rename cookies; Wine's
                                                  # ReadDirectoryChangesW is not Windows'
     walk::tests::honours_gitignore_and_hard_excludes # its expectation joins paths with '\'
