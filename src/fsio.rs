@@ -1158,30 +1158,48 @@ mod tests {
         }
     }
 
-    /// The user deletes the path in the instant our exchange is visible there, while it is
-    /// being undone for what they had put there just before (a newer file, a directory, a
-    /// symlink): what they put there goes back to the path, and none of our temp files stays.
+    /// The user deletes or moves the path in the instant our exchange is visible there, while
+    /// it is being undone for what they had put there just before (a newer file, a directory,
+    /// a symlink). With a lease on ours, a newer file is undone by ours becoming it: their
+    /// delete (made after that save) stands, and their move takes that save's bytes along.
+    /// Otherwise (and for a directory or symlink) what they put there goes back to the path.
+    /// None of our temp files stays.
     #[cfg(unix)]
     #[test]
-    fn the_path_deleted_while_an_exchange_is_undone_gets_back_what_was_there() {
+    fn the_path_deleted_or_moved_while_an_exchange_is_undone_keeps_what_was_there() {
         for kind in ["file", "directory", "symlink"] {
-            let dir = tempfile::tempdir().unwrap();
-            let p = dir.path().join("a.py");
-            let other = dir.path().join("other.py");
-            crate::test_support::write(&p, "v1\n").unwrap();
-            crate::test_support::write(&other, "someone else's\n").unwrap();
-            let mut put = || put_at(kind, &p, &other);
-            // What is at the path now is our stamped file.
-            let mut delete = || std::fs::remove_file(&p).unwrap();
-            let mut hooks = Hooks {
-                in_window: Some(&mut put),
-                after_exchange: Some(&mut delete),
-                ..Hooks::default()
-            };
-            let result = replace_checked_with_hooks(&p, b"v1\n", b"stamped\n", &mut hooks);
-            assert!(result.is_err(), "{kind}: a stamp over a {kind} must not succeed");
-            assert_holds(kind, &p, &other, kind);
-            assert!(leftovers(dir.path()).is_empty(), "{kind}: {:?}", leftovers(dir.path()));
+            for action in ["delete", "move"] {
+                let case = format!("{kind}, {action}");
+                let dir = tempfile::tempdir().unwrap();
+                let p = dir.path().join("a.py");
+                let moved = dir.path().join("moved.py");
+                let other = dir.path().join("other.py");
+                crate::test_support::write(&p, "v1\n").unwrap();
+                crate::test_support::write(&other, "someone else's\n").unwrap();
+                let mut put = || put_at(kind, &p, &other);
+                // What is at the path now is our stamped file.
+                let mut act = || match action {
+                    "delete" => std::fs::remove_file(&p).unwrap(),
+                    _ => std::fs::rename(&p, &moved).unwrap(),
+                };
+                let mut hooks = Hooks {
+                    in_window: Some(&mut put),
+                    after_exchange: Some(&mut act),
+                    ..Hooks::default()
+                };
+                let result = replace_checked_with_hooks(&p, b"v1\n", b"stamped\n", &mut hooks);
+                assert!(result.is_err(), "{case}: a stamp over a {kind} must not succeed");
+                if kind == "file" && leases_here() {
+                    let at_path = std::fs::symlink_metadata(&p);
+                    assert!(at_path.is_err(), "{case}: the path holds {at_path:?}");
+                    if action == "move" {
+                        assert_eq!(std::fs::read(&moved).unwrap(), b"v2 renamed over\n", "{case}");
+                    }
+                } else {
+                    assert_holds(kind, &p, &other, &case);
+                }
+                assert!(leftovers(dir.path()).is_empty(), "{case}: {:?}", leftovers(dir.path()));
+            }
         }
     }
 
@@ -1216,27 +1234,73 @@ mod tests {
         reader
     }
 
+    /// The first half of an `open` of `p`: its name looked up, the file not yet opened (Linux:
+    /// an `O_PATH` descriptor, which breaks no lease). `None` elsewhere.
+    fn looked_up(p: &Path) -> Option<File> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(p).ok()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = p;
+            None
+        }
+    }
+
+    /// The second half: the file [`looked_up`] found, opened and read now.
+    fn late_open(looked_up: &File) -> String {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let by_fd = format!("/proc/self/fd/{}", looked_up.as_raw_fd());
+            String::from_utf8(std::fs::read(by_fd).unwrap()).unwrap()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = looked_up;
+            unreachable!("looked_up gives None here")
+        }
+    }
+
     /// A save renamed over the path while a stamp is under way (an editor's atomic save): no
     /// reader ever gets the stamped older version, not even for an instant. Renamed in before
     /// the stamp's last look at the path, the exchange must not happen; renamed in the instant
     /// after that look, a reader that opens the path while the exchange is visible gets the
-    /// newer file.
+    /// newer file, and so does one whose open looked the path up then but reaches the file
+    /// only after the exchange is undone.
     #[test]
     fn a_save_renamed_over_the_path_during_a_stamp_is_never_displaced() {
         // Only a lease on our new file can hold a reader back in the instant (Linux).
-        let slots: &[bool] = if leases_here() { &[false, true] } else { &[false] };
-        for &in_window in slots {
-            let case = format!("renamed in the window: {in_window}");
+        // (renamed in the window, a reader opens at once or only looks the path up)
+        let slots: &[(bool, bool)] = if leases_here() {
+            &[(false, false), (true, false), (true, true)]
+        } else {
+            &[(false, false)]
+        };
+        for &(in_window, only_looked_up) in slots {
+            let case =
+                format!("renamed in the window: {in_window}, only looked up: {only_looked_up}");
             let dir = tempfile::tempdir().unwrap();
             let p = dir.path().join("a.py");
             crate::test_support::write(&p, "v1 # @claude x\n").unwrap();
             let staged = dir.path().join("staged");
+            let saved_at = std::cell::Cell::new(None);
             let mut save = || {
                 std::fs::write(&staged, "v2\n").unwrap();
+                saved_at.set(std::fs::metadata(&staged).unwrap().modified().ok());
                 std::fs::rename(&staged, &p).unwrap();
             };
             let readers = std::cell::RefCell::new(Vec::new());
-            let mut look = || readers.borrow_mut().push(read_in_thread(&p));
+            let late = std::cell::RefCell::new(None);
+            let mut look = || {
+                if only_looked_up {
+                    *late.borrow_mut() = looked_up(&p);
+                } else {
+                    readers.borrow_mut().push(read_in_thread(&p));
+                }
+            };
             let mut hooks = Hooks { after_exchange: Some(&mut look), ..Hooks::default() };
             if in_window {
                 hooks.in_window = Some(&mut save);
@@ -1249,8 +1313,19 @@ mod tests {
                 let got = String::from_utf8(reader.join().unwrap()).unwrap();
                 assert_eq!(got, "v2\n", "{case}: a reader got an older version than the path's");
             }
+            if let Some(late) = late.take() {
+                let got = late_open(&late);
+                assert_eq!(
+                    got, "v2\n",
+                    "{case}: an open that looked the path up in the instant \
+                                         got an older version once it reached the file"
+                );
+            }
             assert!(matches!(result, Err(WriteError::Conflict { .. })), "{case}: {result:?}");
             assert_eq!(std::fs::read(&p).unwrap(), b"v2\n", "{case}");
+            // An editor that compares the file's time with its own sees no change.
+            let now = std::fs::metadata(&p).unwrap().modified().ok();
+            assert_eq!(now, saved_at.get(), "{case}: the save's modification time was lost");
             assert!(leftovers(dir.path()).is_empty(), "{case}: {:?}", leftovers(dir.path()));
         }
     }

@@ -328,6 +328,13 @@ fn a_reader_never_sees_an_older_version_during_a_rename_storm() {
         "read an older version than the last save (saved, read, bytes): {stale:?}"
     );
     assert!(!ids.is_empty(), "never stamped: the test proves nothing");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".fw-tmp"))
+        .collect();
+    assert!(left.is_empty(), "a save kept at a temp name: {left:?}");
 }
 
 /// Removes whatever is at `p` (`rm -rf`), without following a symlink.
