@@ -23,12 +23,20 @@
 //! 6. The exchange: `renameat2(RENAME_EXCHANGE)` (Linux), `renamex_np(RENAME_SWAP)` (macOS),
 //!    `ReplaceFileW` with a backup name (Windows). What was at the path is still in hand.
 //! 7. If what came out is X, its lease unbroken and its directory in place, X is removed and
-//!    N's lease given up: done. Otherwise (something slipped into the instant between 5 and 6)
-//!    it is put back — only if the path still holds N, or holds nothing (the user deleted N:
+//!    N's lease given up: done. If it is a newer file of the user's (a save that slipped into
+//!    the instant between 5 and 6 — in a burst of saves the next one follows within
+//!    microseconds), N, which nobody has read yet, becomes that file: its bytes, owner, mode,
+//!    extended attributes and times, synced; then that file's inode goes and the lease with it.
+//!    There is no second rename for the next save to race, and whatever the user does to the
+//!    path meanwhile (saves again, deletes, moves) happens to the right bytes. Anything else
+//!    (a directory, a symlink, X with a writer waiting, a directory moved out of the root, a
+//!    file with other links or open for writing, no lease) is put back by a second exchange —
+//!    only if the path still holds N, or holds nothing (the user deleted N:
 //!    theirs goes back, with `RENAME_NOREPLACE`); if the user put something newer there, what
 //!    was displaced stays at our temp name, and the error says where. Whoever opened N while it
-//!    was at the path is still waiting on its lease: N first becomes a copy of the file put
-//!    back, so that they read that one, as if they had opened it. Then the leases go.
+//!    was at the path is still waiting on its lease (and an `open` that looked the path up then
+//!    may reach N later still): N first becomes a copy of the file put back, so that they read
+//!    that one, as if they had opened it. Then the leases go.
 //!
 //! # What a reader can see
 //!
@@ -44,11 +52,14 @@
 //! - a program that only looks at the path without opening it (`stat`, `ls`, `make`'s mtime
 //!   check) can see N's size and times for the microseconds until the undo;
 //! - an `open(O_NONBLOCK)` of N fails with `EWOULDBLOCK` instead of waiting;
-//! - a program that opens the path *for writing* in those microseconds writes, once let go,
-//!   into N, which has left the path: that write is lost (two races at once: a save within a
-//!   microsecond of our look, and a write-open within the microseconds of the undo);
+//! - where the undo needs its second exchange, a program that opens the path *for writing* in
+//!   those microseconds writes, once let go, into N, which has left the path: that write is
+//!   lost (two races at once). Where N becomes the save, N stays and the write lands in it;
 //! - a directory or symlink put at the path there is seen as N by anyone who opens it then,
-//!   since there is no file to copy for them.
+//!   since there is no file to copy for them;
+//! - where the undo needs its second exchange (a directory or symlink displaced, no lease), a
+//!   save renamed over N in the instant between the undo's look at the path and that exchange
+//!   puts the displaced thing back over it for the microseconds until it is swapped again.
 //!
 //! Without leases (macOS, Windows, network and FUSE file systems, `fs.leases-enable=0`) steps
 //! 1, 3 and 4 tell nothing: the content
@@ -591,7 +602,8 @@ fn settle_exchange(
         Ok(Some(id)) => id == read.id || !sys::SWAP_KEEPS_FILE_IDS,
         Ok(None) | Err(_) => false, // a symlink, a directory, or gone
     };
-    if is_read && !read.written() && in_place() {
+    let here = in_place();
+    if is_read && !read.written() && here {
         if read.leased.is_some() {
             // Nobody had it open for writing when the lease was taken, nobody opened it for
             // writing since, and its bytes were checked under the lease: nothing can be late.
@@ -613,12 +625,23 @@ fn settle_exchange(
             return Err(WriteError::Conflict { path: path.to_path_buf() });
         }
     }
+    // A newer file of the user's, saved in the instant after our last look (typically one save
+    // of a burst, the next following within microseconds): ours, held back so that nobody has
+    // read it, becomes that file — its bytes, metadata and times — and the other inode goes.
+    // No second rename, which the next save of the burst could race: whatever happens at the
+    // path now (another save renamed over it, a delete, a move) happens to the right bytes.
+    if !is_read && here && temp.become_file(displaced).is_ok() {
+        let _ = std::fs::remove_file(displaced);
+        temp.release();
+        return Err(WriteError::Conflict { path: path.to_path_buf() });
+    }
     undo_exchange(path, temp, displaced, read, new)
 }
 
-/// Gives back its place to what the exchange displaced — another file, a symlink or a
-/// directory put at the path, the file read if a writer opened it (that writer waits on our
-/// lease), or the file read if its directory moved — and fails with [`WriteError::Conflict`].
+/// Gives back its place to what the exchange displaced — a symlink or a directory put at the
+/// path, another file ours could not become (no lease here, hard links, open for writing,
+/// metadata), the file read if a writer opened it (that writer waits on our lease), or the
+/// file read if its directory moved — and fails with [`WriteError::Conflict`].
 /// Until it is back, it is the user's only copy: never removed, even if that fails.
 fn undo_exchange(
     path: &Path,
@@ -628,11 +651,11 @@ fn undo_exchange(
     new: &[u8],
 ) -> Result<(), WriteError> {
     let back = put_back(path, displaced, temp.id);
-    // Whoever opened our file while it was at the path waits on it (Linux): they get what was
-    // there before ours instead, as if they had opened it.
-    if temp.waited_on() {
-        temp.become_copy_of(if back.is_ok() { path } else { displaced });
-    }
+    // Whoever opened our file while it was at the path waits on it (Linux); and one whose
+    // `open` looked the path up then but is not yet at the lease (a preempted thread) will
+    // reach our file only after we let go. Both get what was there before ours instead, as if
+    // they had opened it: our file becomes a copy of it, whether anyone is seen waiting or not.
+    temp.become_copy_of(if back.is_ok() { path } else { displaced });
     let held_back = temp.release();
     drop(read.leased); // a writer waiting on the lease goes on, into the file back at its path
     let Some(ours) = back? else {

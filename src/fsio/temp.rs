@@ -205,14 +205,10 @@ impl Temp {
         held
     }
 
-    /// True if someone opened our file while it was held back and waits for it.
-    pub fn waited_on(&self) -> bool {
-        self.file.as_ref().is_some_and(sys::write_lease_broken)
-    }
-
-    /// Gives whoever waits on our file (see [`Temp::hold_back`]) the bytes of the file at
-    /// `other` (what is back at the path instead of ours), as if they had opened that one.
-    /// Best effort: nothing is done if `other` is not a regular file or cannot be read.
+    /// Gives whoever waits on our file (see [`Temp::hold_back`]), or is about to open it, the
+    /// bytes of the file at `other` (what is back at the path instead of ours), as if they had
+    /// opened that one. Only while it is held back (no one can have written into it), and best
+    /// effort: nothing is done if `other` is not a regular file or cannot be read.
     pub fn become_copy_of(&mut self, other: &Path) {
         let Some(file) = self.file.as_mut() else { return };
         let Ok(mut source) = sys::open_read(other) else { return };
@@ -221,6 +217,37 @@ impl Temp {
         }
         let copied = file.set_len(0).and_then(|()| file.rewind());
         let _ = copied.and_then(|()| io::copy(&mut source, file));
+    }
+
+    /// Makes our file, still held back, the file at `other` in all but its inode: its bytes,
+    /// owner, mode, extended attributes, access and modification times, synced — so that
+    /// whoever opens ours reads it, and wherever ours is now (at the path, or moved away by the
+    /// user) it is what they saved. `other` can then go. Refused if ours is not held back, or
+    /// `other` is not a regular file with one link, is open for writing (or opened so while it
+    /// is copied), or has metadata ours cannot be given; ours may then hold its bytes already.
+    pub fn become_file(&mut self, other: &Path) -> io::Result<()> {
+        let refused = |why: &str| io::Error::other(why.to_string());
+        let Some(file) = self.file.as_mut() else { return Err(refused("not held back")) };
+        let mut source = sys::open_read(other)?;
+        let meta = source.metadata()?;
+        if !meta.is_file() || sys::link_count(other, &meta)? != 1 {
+            return Err(refused("not a regular file with one link"));
+        }
+        if sys::take_lease(&source) != sys::Lease::Held {
+            return Err(refused("open for writing, or no lease"));
+        }
+        sys::copy_metadata(&source, &meta, file, &self.path)?;
+        file.set_len(0)?;
+        file.rewind()?;
+        io::copy(&mut source, file)?;
+        let times =
+            std::fs::FileTimes::new().set_accessed(meta.accessed()?).set_modified(meta.modified()?);
+        file.set_times(times)?;
+        file.sync_all()?;
+        if sys::lease_broken(&source) {
+            return Err(refused("opened for writing while it was copied"));
+        }
+        Ok(())
     }
 
     /// Lets whoever waits on our file go on (ends the lease); true if it was held back.

@@ -121,8 +121,7 @@ pub fn take_lease(file: &File) -> Lease {
 
 /// Takes a write lease on `file`, our own new file (open read-write, and by nobody else):
 /// from then on whoever opens it — to read or to write — waits in `open(2)` until we give the
-/// lease up (or the kernel's `lease-break-time`, 45 s, runs out), and the lease says so
-/// ([`write_lease_broken`]). [`Lease::Busy`] if another descriptor has it open.
+/// lease up (or the kernel's `lease-break-time`, 45 s, runs out). [`Lease::Busy`] if another descriptor has it open.
 pub fn take_write_lease(file: &File) -> Lease {
     set_lease(file, libc::F_WRLCK)
 }
@@ -137,13 +136,6 @@ fn set_lease(file: &File, kind: libc::c_int) -> Lease {
         Some(libc::EAGAIN) => Lease::Busy,
         _ => Lease::Unavailable, // EACCES (not ours), EINVAL (file system), ENOLCK, ...
     }
-}
-
-/// True if someone is waiting on the write lease [`take_write_lease`] took on `file`: they
-/// opened it (or are truncating it).
-pub fn write_lease_broken(file: &File) -> bool {
-    // SAFETY: a plain fcntl on an open descriptor.
-    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLEASE) != libc::F_WRLCK }
 }
 
 /// Gives up the lease [`take_lease`] took on `file` (as closing it would).

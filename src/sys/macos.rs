@@ -82,11 +82,6 @@ pub fn take_write_lease(_file: &File) -> crate::sys::Lease {
     crate::sys::Lease::Unavailable
 }
 
-/// Never held, never broken.
-pub fn write_lease_broken(_file: &File) -> bool {
-    false
-}
-
 /// Why watching `root` may hear nothing, if it may: nothing known on macOS.
 pub fn watch_caveat(_root: &Path) -> Option<String> {
     None

@@ -36,7 +36,7 @@ pub use imp::{
     lease_broken, link_count, name_unnamed, open_append, open_read, open_state, owned_by_me,
     parent_pid, path_file_id, plain_path, process_alive, refusal_kind, release_lease,
     rename_noreplace, same_dir, slash_path, special_kind, take_lease, take_write_lease,
-    unnamed_file_in, watch_caveat, writable, write_lease_broken, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
+    unnamed_file_in, watch_caveat, writable, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
 };
 
 /// What [`take_lease`] learnt about the other programs that have a file open.

@@ -19,7 +19,7 @@ mod os;
 
 pub use os::{
     exchange, lease_broken, name_unnamed, release_lease, rename_noreplace, take_lease,
-    take_write_lease, unnamed_file_in, watch_caveat, write_lease_broken, WATCH_MODE,
+    take_write_lease, unnamed_file_in, watch_caveat, WATCH_MODE,
 };
 
 /// Opens `rel` (a directory under `root`) one component at a time, each relative to the one

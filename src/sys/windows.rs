@@ -137,11 +137,6 @@ pub fn take_write_lease(_file: &File) -> crate::sys::Lease {
     crate::sys::Lease::Unavailable
 }
 
-/// Never held, never broken.
-pub fn write_lease_broken(_file: &File) -> bool {
-    false
-}
-
 /// Windows has no unnamed files: temp files are made with a name (see `fsio`).
 pub fn unnamed_file_in(_dir: &Path) -> io::Result<Option<File>> {
     Ok(None)
