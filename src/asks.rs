@@ -162,6 +162,26 @@ impl Asks {
         out
     }
 
+    /// Runs `f` on the records as the ledger now has them, changing nothing: [`Asks::update`]
+    /// without looking for changes to append (a pass over every record), for what only reads.
+    pub fn view<T>(&self, f: impl FnOnce(&[AskRecord]) -> T) -> T {
+        let mut inner = self.lock();
+        let Inner { records, ledger } = &mut *inner;
+        if let Some(Ledger { lock_path, lock, log }) = ledger {
+            match lock.hold(lock_path) {
+                Ok(held) => {
+                    if let Err(e) = log.refresh(records) {
+                        log.problem(e);
+                    }
+                    drop(held);
+                }
+                Err(source) => Problem::Ledger { path: lock_path.clone(), source }.log(),
+            }
+        }
+        prune(records, now());
+        f(records)
+    }
+
     /// True if, as last read, a pending ask lives in `file`: a save of a file without markers
     /// and without pending asks need not lock or read the ledger at all. (An ask another server
     /// recorded since is settled at that file's next save after this server reads the ledger.)
@@ -171,12 +191,12 @@ impl Asks {
 
     /// A copy of every record (for `list_asks`).
     pub fn snapshot(&self) -> Vec<AskRecord> {
-        self.update(|records| records.clone())
+        self.view(|records| records.to_vec())
     }
 
     /// The record of the ask with this id, pending or resolved.
     pub fn by_id(&self, id: MarkerId) -> Option<AskRecord> {
-        self.update(|records| records.iter().find(|r| r.id == id).cloned())
+        self.view(|records| records.iter().find(|r| r.id == id).cloned())
     }
 
     /// Marks the ask resolved now.
@@ -290,8 +310,9 @@ struct Log {
     read_to: u64,
     /// Lines in the log, for when to rewrite it.
     lines: usize,
-    /// Each record's hash as the log last had it: what a change touched is what differs.
-    written: HashMap<MarkerId, u64>,
+    /// Each record's id and hash as the log last had it, in the order of the records: what a
+    /// change touched is what differs, found in one pass in order (see [`Log::record`]).
+    written: Vec<(MarkerId, u64)>,
 }
 
 /// One line of the log, as read.
@@ -339,7 +360,7 @@ impl Log {
             id,
             read_to: 0,
             lines: 0,
-            written: HashMap::new(),
+            written: Vec::new(),
         };
         log.remove_stale_temps(place);
         let mut records = Vec::new();
@@ -349,7 +370,7 @@ impl Log {
         // A pending ask whose file is gone will not be resolved; a resolved one, not typed back.
         records.retain(|r| root.join(&r.file).exists());
         prune(&mut records, now());
-        log.written = records.iter().map(|r| (r.id, fingerprint(r))).collect();
+        log.written = fingerprints(&records);
         if bytes.is_empty() || log.lines > 2 * records.len() + COMPACT_SLACK {
             log.compact(&records)?;
         }
@@ -436,12 +457,12 @@ impl Log {
         self.id = sys::file_id(&file)?;
         self.file = file;
         (self.read_to, self.lines) = (0, 0);
-        self.written.clear();
         if bytes.is_empty() {
             return self.compact(records);
         }
         records.clear();
         self.apply(&bytes, records);
+        self.written = fingerprints(records);
         Ok(())
     }
 
@@ -478,7 +499,6 @@ impl Log {
             match entry {
                 Entry::Ledger(_) => {}
                 Entry::Ask(r) => {
-                    self.written.insert(r.id, fingerprint(&r));
                     dropped.remove(&r.id);
                     match at.get(&r.id) {
                         Some(&i) => records[i] = r,
@@ -489,7 +509,6 @@ impl Log {
                     }
                 }
                 Entry::Drop(id) => {
-                    self.written.remove(&id);
                     dropped.insert(id);
                 }
             }
@@ -497,43 +516,53 @@ impl Log {
         if !dropped.is_empty() {
             records.retain(|r| !dropped.contains(&r.id));
         }
+        // What the log holds now (another server's lines): rare, so hashed whole.
+        self.written = fingerprints(records);
     }
 
     /// Appends what differs between `records` and the log (records new or changed, records
     /// gone), then rewrites the log if it has grown to twice what it holds. The lock is held
     /// and the log read to its end.
+    ///
+    /// One pass over the records in order, beside `written` (the ids and hashes the log has, in
+    /// the same order): a record changed in place or pushed at the end (what a save does) is
+    /// found without any lookup; only past a record removed or moved are the rest matched by
+    /// id. Each record is hashed once (a fast hash of its fields), nothing is cloned.
     fn record(&mut self, records: &[AskRecord]) -> io::Result<()> {
-        let mut out = Vec::new();
+        let mut now = Vec::with_capacity(records.len());
         let mut changed = Vec::new();
-        let mut known = 0;
-        for r in records {
-            let hash = fingerprint(r);
-            if let Some(&was) = self.written.get(&r.id) {
-                known += 1;
-                if was == hash {
-                    continue;
-                }
-            }
-            line(&mut out, &EntryOut::Ask(r))?;
-            changed.push((r.id, hash));
-        }
         let mut gone = Vec::new();
-        if known < self.written.len() {
-            let present: HashSet<MarkerId> = records.iter().map(|r| r.id).collect();
-            gone.extend(self.written.keys().filter(|id| !present.contains(id)).copied());
-            for &id in &gone {
-                line(&mut out, &EntryOut::Drop(id))?;
+        let same = records.iter().zip(&self.written).take_while(|(r, (id, _))| r.id == *id).count();
+        for (r, &(id, was)) in records[..same].iter().zip(&self.written) {
+            let hash = fingerprint(r);
+            if hash != was {
+                changed.push(r);
             }
+            now.push((id, hash));
         }
-        if out.is_empty() {
+        // Past the aligned part: matched by id (all new, if nothing was removed or moved).
+        let mut rest: HashMap<MarkerId, u64> = self.written[same..].iter().copied().collect();
+        for r in &records[same..] {
+            let hash = fingerprint(r);
+            if rest.remove(&r.id) != Some(hash) {
+                changed.push(r);
+            }
+            now.push((r.id, hash));
+        }
+        gone.extend(rest.into_keys());
+        if changed.is_empty() && gone.is_empty() {
             return Ok(()); // most changes only look
+        }
+        let mut out = Vec::new();
+        for r in &changed {
+            line(&mut out, &EntryOut::Ask(r))?;
+        }
+        for &id in &gone {
+            line(&mut out, &EntryOut::Drop(id))?;
         }
         self.append(&out)?;
         self.lines += changed.len() + gone.len();
-        self.written.extend(changed);
-        for id in gone {
-            self.written.remove(&id);
-        }
+        self.written = now;
         if self.lines > 2 * records.len() + COMPACT_SLACK {
             self.compact(records)?;
         }
@@ -584,7 +613,7 @@ impl Log {
         self.read_to = file.metadata()?.len();
         self.file = file;
         self.lines = records.len() + 1;
-        self.written = records.iter().map(|r| (r.id, fingerprint(r))).collect();
+        self.written = fingerprints(records);
         Ok(())
     }
 }
@@ -597,11 +626,61 @@ fn line(out: &mut Vec<u8>, entry: &EntryOut<'_>) -> io::Result<()> {
 }
 
 /// A hash of everything in the record: two records that hash alike are (but for a 2^-64
-/// chance) the same.
+/// chance) the same. Not SipHash: nobody chooses these inputs to collide, and every change
+/// hashes every record.
 fn fingerprint(r: &AskRecord) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = Fast(0);
     r.hash(&mut h);
     h.finish()
+}
+
+/// Each record's id and [`fingerprint`], in order.
+fn fingerprints(records: &[AskRecord]) -> Vec<(MarkerId, u64)> {
+    records.iter().map(|r| (r.id, fingerprint(r))).collect()
+}
+
+/// A multiply-rotate hash, eight bytes at a time (rustc's FxHash, with a final mix).
+struct Fast(u64);
+
+impl Fast {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
+    }
+}
+
+impl Hasher for Fast {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        }
+        let mut last = [0u8; 8];
+        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.add(u64::from_le_bytes(last) ^ ((bytes.len() as u64) << 56));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // A final mix (murmur3's): the multiply alone leaves the low bits weak.
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h
+    }
 }
 
 #[cfg(test)]
