@@ -982,8 +982,11 @@ mod tests {
     }
 
     /// The root deleted and made again is watched again, in both modes; once its parent is
-    /// gone too, nothing is left to watch and the stream of changes ends.
+    /// gone too, nothing is left to watch and the stream of changes ends. Linux semantics: under
+    /// Wine (.ci/cross.sh), as on Windows, a directory the watch holds open is only marked for
+    /// deletion, and making it again fails with "already exists" (os error 183).
     #[test]
+    #[cfg_attr(not(target_os = "linux"), ignore = "a watched directory is not gone while held")]
     fn a_root_made_again_is_watched_again_and_one_gone_for_good_ends_the_watch() {
         for mode in [WatchMode::Recursive, sys::WATCH_MODE] {
             let dir = tempfile::tempdir().unwrap();
