@@ -814,10 +814,11 @@ fn history_blobs(top: &Path, rel: &str, revs: &[String]) -> Result<Vec<String>, 
     if timed_out {
         return Err(format!("over {} s", HISTORY_TIME.as_secs()));
     }
+    // A repository with no commit yet has no history, and says so with success: a failure is
+    // a history git could not read, which is no proof of none.
     match status {
         Ok(s) if s.success() => Ok(blobs),
-        // No commit yet, or not a repository git can read: no history.
-        Ok(_) => Ok(blobs),
+        Ok(s) => Err(format!("git log failed ({s})")),
         Err(e) => Err(format!("git log: {e}")),
     }
 }
