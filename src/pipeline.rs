@@ -460,20 +460,30 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), tagged);
     }
 
-    /// An ask written right above a committed licence header, resolved where no record of it
-    /// exists (another session, a restarted server, the CLI): only the ask goes, every line of
-    /// `HEAD` stays.
-    #[test]
-    fn a_resolve_without_a_record_keeps_the_lines_of_head() {
+    /// The committed file of the two resolve tests below: a licence header, then code.
+    const LICENCE: &str = "# Copyright 2024 Alice\n# SPDX-License-Identifier: MIT\nx = 1\n";
+
+    /// A repository whose `m.py` holds [`LICENCE`], committed: the temp dir, its root, the file.
+    fn licence_repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
         use crate::test_support::{git_in, write};
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         git_in(&root, &["init", "-q"]);
         let p = root.join("m.py");
-        let committed = "# Copyright 2024 Alice\n# SPDX-License-Identifier: MIT\nx = 1\n";
-        write(&p, committed).unwrap();
+        write(&p, LICENCE).unwrap();
         git_in(&root, &["add", "."]);
         git_in(&root, &["commit", "-qm", "licence"]);
+        (dir, root, p)
+    }
+
+    /// An ask written right above a committed licence header, resolved where no record of it
+    /// exists (another session, a restarted server, the CLI): only the ask goes, every line of
+    /// `HEAD` stays.
+    #[test]
+    fn a_resolve_without_a_record_keeps_the_lines_of_head() {
+        use crate::test_support::write;
+        let (_dir, root, p) = licence_repo();
+        let committed = LICENCE;
         let scanner = Scanner::new(LanguageTable::builtin(), crate::DEFAULT_TRIGGER).unwrap();
         write(&p, format!("# @claude explain the licence\n{committed}")).unwrap();
         let stamped = stamp_file(&scanner, &p, false, WRITE_ATTEMPTS).unwrap();
@@ -487,15 +497,9 @@ mod tests {
     /// (two lines) must not take the committed line that moved up in its place.
     #[test]
     fn a_resolve_by_record_keeps_the_lines_of_head() {
-        use crate::test_support::{git_in, write};
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        git_in(&root, &["init", "-q"]);
-        let p = root.join("m.py");
-        let committed = "# Copyright 2024 Alice\n# SPDX-License-Identifier: MIT\nx = 1\n";
-        write(&p, committed).unwrap();
-        git_in(&root, &["add", "."]);
-        git_in(&root, &["commit", "-qm", "licence"]);
+        use crate::test_support::write;
+        let (_dir, root, p) = licence_repo();
+        let committed = LICENCE;
         let scanner = Scanner::new(LanguageTable::builtin(), crate::DEFAULT_TRIGGER).unwrap();
         let id: MarkerId = "fw-0000abcd".parse().unwrap();
         let record = AskRecord {

@@ -93,21 +93,19 @@ fn key_hash(root: &Path, trigger: &str) -> u64 {
 /// missing: never through a symlink, never waiting for a FIFO's writer, and only if it is a
 /// regular file. Errors name what was found (`not a regular file (fifo)`).
 pub(crate) fn open(path: &Path) -> io::Result<File> {
-    let file = sys::open_state(path).map_err(|e| match sys::refusal_kind(&e) {
-        Some(kind) => not_regular(kind),
-        None => e,
-    })?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(not_regular(crate::fsio::file_kind(&meta)));
-    }
-    Ok(file)
+    regular(sys::open_state(path))
 }
 
 /// Opens the existing state file at `path` for reading, with [`open`]'s care; `NotFound` if
 /// there is none.
 pub(crate) fn open_existing(path: &Path) -> io::Result<File> {
-    let file = sys::open_read(path).map_err(|e| match sys::refusal_kind(&e) {
+    regular(sys::open_read(path))
+}
+
+/// The file an open gave, if it is a regular file; a refused open (a symlink, a FIFO) or
+/// anything else found is an error naming what it was.
+fn regular(opened: io::Result<File>) -> io::Result<File> {
+    let file = opened.map_err(|e| match sys::refusal_kind(&e) {
         Some(kind) => not_regular(kind),
         None => e,
     })?;
