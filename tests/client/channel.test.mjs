@@ -98,6 +98,15 @@ describe('filewatch-mcp with the MCP TypeScript SDK client (as Claude Code)', { 
 
   const read = (file) => fs.readFileSync(path.join(root, file), 'utf8');
 
+  /** Polls `cond` every 50 ms until it holds; a rejection saying `what` after `ms`. */
+  async function waitUntil(cond, what, ms = DEADLINE_MS) {
+    const end = performance.now() + ms;
+    while (!cond()) {
+      if (performance.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   before(async () => {
     if (!fs.existsSync(BIN)) {
       throw new Error(
@@ -208,9 +217,11 @@ describe('filewatch-mcp with the MCP TypeScript SDK client (as Claude Code)', { 
     const raw = rawChannel.find((m) => m.params?.meta?.file === 'a.py');
     assert.deepEqual(raw.params, n.params);
     replyTo = meta.replyTo;
-    assert.ok(
-      read('a.py').includes(`# @claude[${replyTo}] why one?`),
-      `a.py is stamped with ${replyTo}: ${JSON.stringify(read('a.py'))}`,
+    // The tag follows the announcement once the file has been left alone for --settle (5 s by
+    // default: an editor that saves while its user types is not written under).
+    await waitUntil(
+      () => read('a.py').includes(`# @claude[${replyTo}] why one?`),
+      `a.py stamped with ${replyTo} (now ${JSON.stringify(read('a.py'))})`,
     );
   });
 
