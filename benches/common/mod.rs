@@ -73,9 +73,18 @@ pub struct Running {
 }
 
 impl Running {
-    /// Starts `bin watch --json --debounce 50ms ROOT` and returns once it says it is watching.
+    /// Starts `bin watch --json --debounce 50ms --settle 0s ROOT` and returns once it says it is
+    /// watching. `--settle 0s`: every save is deliberate and tagged at once, as the latency runs
+    /// need — each of their saves puts a new ask where the last one was, which the default
+    /// settle would take for an editor autosaving while its user types (the ask then waits for
+    /// its text to settle: seconds, not the pipeline's cost). Builds before `--settle` existed
+    /// (issue 20) cannot be measured with it.
     pub fn start(bin: &Path, root: &Path) -> Running {
-        Running::start_with(bin, root, &["--debounce", &format!("{DEBOUNCE_MS}ms")])
+        Running::start_with(
+            bin,
+            root,
+            &["--debounce", &format!("{DEBOUNCE_MS}ms"), "--settle", "0s"],
+        )
     }
 
     /// Starts `bin watch --json ARGS… ROOT` and returns once it says it is watching.
