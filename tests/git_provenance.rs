@@ -417,20 +417,25 @@ fn leaks(cases: &[Case], windowed: bool) -> Vec<String> {
     failures
 }
 
-#[test]
-fn markers_git_writes_are_never_announced_and_the_users_own_still_are() {
+/// Runs `cases` ([`leaks`]) and fails with every leak found; skipped without git.
+fn assert_none_leak(cases: &[Case], windowed: bool) {
     if Command::new("git").arg("--version").output().is_err() {
         eprintln!("SKIPPED: git is not installed");
         return;
     }
-    let failures = leaks(CASES, true);
+    let failures = leaks(cases, windowed);
     assert!(
         failures.is_empty(),
         "{} of {} git commands leaked:\n{}",
         failures.len(),
-        CASES.len(),
+        cases.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn markers_git_writes_are_never_announced_and_the_users_own_still_are() {
+    assert_none_leak(CASES, true);
 }
 
 /// Provenance by content holds without a window too: a marker is git's when its line is in a
@@ -438,16 +443,5 @@ fn markers_git_writes_are_never_announced_and_the_users_own_still_are() {
 /// heads, the stash).
 #[test]
 fn markers_git_writes_outside_its_lock_are_never_announced() {
-    if Command::new("git").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: git is not installed");
-        return;
-    }
-    let failures = leaks(OUTSIDE_THE_LOCK, false);
-    assert!(
-        failures.is_empty(),
-        "{} of {} git commands leaked:\n{}",
-        failures.len(),
-        OUTSIDE_THE_LOCK.len(),
-        failures.join("\n")
-    );
+    assert_none_leak(OUTSIDE_THE_LOCK, false);
 }

@@ -2,8 +2,11 @@
 //! in `.ci/cross.sh`): the checked replace's guarantees, the odd files it refuses, and paths in
 //! asks written with `/` everywhere. OS-specific cases are gated and say what they stand for.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::temp_files;
 use filewatch_mcp::{read_source, relative, replace_checked, ReadError, WriteError};
 
 fn write(dir: &Path, rel: &str, bytes: &[u8]) -> PathBuf {
@@ -11,15 +14,6 @@ fn write(dir: &Path, rel: &str, bytes: &[u8]) -> PathBuf {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(&p, bytes).unwrap();
     p
-}
-
-/// Our temp files (and Windows' backup names) never stay behind.
-fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".fw-tmp"))
-        .collect()
 }
 
 #[test]
@@ -36,11 +30,11 @@ fn replace_writes_exactly_and_leaves_nothing_behind() {
     let p = write(dir.path(), "a.rs", bytes);
     replace_checked(&p, bytes, b"stamped\r\n").unwrap();
     assert_eq!(std::fs::read(&p).unwrap(), b"stamped\r\n");
-    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+    assert!(temp_files(dir.path()).is_empty(), "{:?}", temp_files(dir.path()));
     // And again, over the file we wrote ourselves.
     replace_checked(&p, b"stamped\r\n", b"again").unwrap();
     assert_eq!(std::fs::read(&p).unwrap(), b"again");
-    assert!(leftovers(dir.path()).is_empty());
+    assert!(temp_files(dir.path()).is_empty());
 }
 
 #[test]
@@ -50,7 +44,7 @@ fn a_changed_file_is_a_conflict_and_keeps_the_users_bytes() {
     let err = replace_checked(&p, b"what was scanned", b"stamped").unwrap_err();
     assert!(matches!(err, WriteError::Conflict { .. }), "{err}");
     assert_eq!(std::fs::read(&p).unwrap(), b"the user's newer bytes");
-    assert!(leftovers(dir.path()).is_empty());
+    assert!(temp_files(dir.path()).is_empty());
 }
 
 #[test]
@@ -85,7 +79,7 @@ fn hard_linked_files_are_left_alone() {
     assert!(matches!(err, WriteError::Untaggable { .. }), "{err}");
     assert_eq!(std::fs::read(&a).unwrap(), b"old");
     assert_eq!(std::fs::read(&b).unwrap(), b"old");
-    assert!(leftovers(dir.path()).is_empty());
+    assert!(temp_files(dir.path()).is_empty());
 }
 
 #[test]
@@ -178,7 +172,7 @@ fn a_file_held_open_without_share_delete_is_a_conflict() {
     assert!(matches!(err, WriteError::Conflict { .. }), "{err}");
     drop(held);
     assert_eq!(std::fs::read(&p).unwrap(), b"# @claude x\n");
-    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+    assert!(temp_files(dir.path()).is_empty(), "{:?}", temp_files(dir.path()));
     // Once it is let go, the same replace goes through.
     replace_checked(&p, b"# @claude x\n", b"stamped").unwrap();
     assert_eq!(std::fs::read(&p).unwrap(), b"stamped");

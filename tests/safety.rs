@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::WatchProcess;
+use common::{temp_files, WatchProcess};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -85,16 +85,6 @@ fn a_writers_close_alone_brings_the_stamp() {
         assert!(Instant::now() < deadline, "not stamped: {:?}", std::fs::read_to_string(&path));
         std::thread::sleep(Duration::from_millis(20)); // polling the file
     }
-}
-
-/// Our temp file names under `dir` (not below).
-fn temp_files(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".fw-tmp"))
-        .collect()
 }
 
 /// A file of about `size` bytes with one ask, `n`, at the top: big enough that writing and

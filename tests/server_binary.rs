@@ -323,11 +323,7 @@ fn sigterm_stops_it_cleanly() {
     }
     let took = s.wait_exit();
     eprintln!("exited {} ms after SIGTERM", took.as_millis());
-    let leftovers: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".fw-tmp"))
-        .collect();
+    let leftovers = common::temp_files(&root);
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
@@ -352,11 +348,7 @@ fn sighup_stops_it_cleanly() {
     eprintln!("exited {} ms after SIGHUP", took.as_millis());
     let status = s.child.try_wait().unwrap().unwrap();
     assert!(status.success(), "SIGHUP: {status:?}");
-    let leftovers: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".fw-tmp"))
-        .collect();
+    let leftovers = common::temp_files(&root);
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 

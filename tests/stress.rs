@@ -2,12 +2,15 @@
 //! counter — while stamping runs in a loop on the same file. No write of the writer may be lost
 //! and every stamped id must be unique.
 
+mod common;
+
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::temp_files;
 use filewatch_mcp::languages::LanguageTable;
 use filewatch_mcp::scan::{Scanner, DEFAULT_TRIGGER};
 use filewatch_mcp::{stamp_file, MarkerId};
@@ -104,11 +107,7 @@ fn concurrent_writer_loses_nothing_and_ids_are_unique() {
     assert_eq!(user_bytes(&path), content(last), "the file must hold the writer's last write");
     assert_eq!(unique.len(), ids.len(), "every stamped id must be unique");
     assert!(!ids.is_empty(), "the stamper never won a round; the test proves nothing");
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".fw-tmp"))
-        .collect();
+    let leftovers = temp_files(dir.path());
     assert!(leftovers.is_empty(), "temp files left behind: {leftovers:?}");
 }
 
@@ -328,12 +327,7 @@ fn a_reader_never_sees_an_older_version_during_a_rename_storm() {
         "read an older version than the last save (saved, read, bytes): {stale:?}"
     );
     assert!(!ids.is_empty(), "never stamped: the test proves nothing");
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".fw-tmp"))
-        .collect();
+    let left = temp_files(dir.path());
     assert!(left.is_empty(), "a save kept at a temp name: {left:?}");
 }
 
@@ -345,17 +339,6 @@ fn remove_any(p: &Path) -> std::io::Result<()> {
         Ok(_) => std::fs::remove_file(p),
         Err(e) => Err(e),
     }
-}
-
-/// Our temp file names in `dir`.
-#[cfg(unix)]
-fn temp_files(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".fw-tmp"))
-        .collect()
 }
 
 /// A file is saved, stamps run on it in a loop, and the user swaps a directory in at its path

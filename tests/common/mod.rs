@@ -14,6 +14,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+/// The names in `dir` (not below) of our temp files (`.NAME.….fw-tmp`): none may stay behind.
+pub fn temp_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".fw-tmp"))
+        .collect()
+}
+
 /// A kernel setting under `/proc/sys` changed for one test and put back when this is dropped.
 pub struct Sysctl {
     file: &'static str,
