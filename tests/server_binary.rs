@@ -824,6 +824,7 @@ fn unprivileged() -> Option<Command> {
 }
 
 /// Everything the server writes to stderr, once it has exited (or been killed).
+#[cfg(unix)] // used by the Unix-only state-directory tests
 fn stderr_of(s: &mut Server) -> std::thread::JoinHandle<String> {
     use std::io::Read;
     let mut err = s.child.stderr.take().expect("stderr piped");
@@ -837,6 +838,7 @@ fn stderr_of(s: &mut Server) -> std::thread::JoinHandle<String> {
 
 /// True once the server answered `initialize`, false if it exited first; panics if it does
 /// neither within the deadline (it hangs).
+#[cfg(unix)] // used by the Unix-only state-directory tests
 fn initialized_or_exited(s: &mut Server, what: &str) -> bool {
     if let Some(stdin) = s.stdin.as_mut() {
         let _ = writeln!(stdin, "{INITIALIZE}").and_then(|()| stdin.flush());
