@@ -810,3 +810,39 @@ fn stamp_and_resolve_a_file_with_the_longest_name() {
         std::fs::remove_file(dir.path().join(&name)).unwrap();
     }
 }
+
+// ---- issue 30: the asks contract, round 4 ----------------------------------------------------
+
+/// Issue 30 (17): `--settle 0`, as `--help` and docs/cli.md write it, is accepted by the server
+/// and by `watch`; with it `watch` announces the ask and tags it at once. A duration without a
+/// unit other than 0 is still refused.
+#[test]
+fn settle_zero_needs_no_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    // The server with stdin closed: a session that ends at once (0), not a bad flag (2).
+    let out = bin()
+        .args(["--settle", "0", "--root", "."])
+        .current_dir(dir.path())
+        .env("FILEWATCH_STATE_DIR", dir.path().join("state"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "the server with --settle 0: {}", stderr(&out));
+
+    let tree = tempfile::tempdir().unwrap();
+    let watch = TextWatch::start(tree.path(), &["--settle", "0", "--debounce", "50ms"]);
+    watch.err_until("filewatch-mcp: watching");
+    write(tree.path(), "a.py", "x = 1  # @claude why one?\n");
+    let said = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints the ask");
+    assert!(said.starts_with("a.py:1  @claude why one?  [fw-"), "{said}");
+    let deadline = std::time::Instant::now() + WATCH_DEADLINE;
+    while !std::fs::read_to_string(tree.path().join("a.py")).unwrap().contains("@claude[fw-") {
+        assert!(std::time::Instant::now() < deadline, "a.py was never tagged");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    let out = bin().args(["watch", "--settle", "3"]).stdin(std::process::Stdio::null()).output();
+    let out = out.unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("\"3\" has no unit: write 3ms or 3s"), "{}", stderr(&out));
+}
