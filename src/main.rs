@@ -323,6 +323,8 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     let ms = match unit.trim() {
         "ms" => value,
         "s" => value * 1000.0,
+        // Zero is zero in any unit: `--settle 0`, as `--help` writes it.
+        "" if value == 0.0 => 0.0,
         "" => return Err(format!("{text:?} has no unit: write {text}ms or {text}s")),
         other => return Err(format!("unknown unit {other:?} in {text:?}: use ms or s")),
     };
