@@ -2,7 +2,8 @@
 # The release, as far as this machine can make it (issue 23): the scripts the release workflow
 # (.github/workflows/release.yml) runs, in its order, then the npm packages tested the way a user
 # gets them (.ci/npm-registry.sh, a local registry).
-#   1. release/check-version: Cargo.toml, Cargo.lock, the plugin and the marketplace agree;
+#   1. release/check-version: Cargo.toml, Cargo.lock, the plugin, the marketplace and server.json
+#      agree, and release/check-registry: the MCP Registry entry, its names and URLs;
 #   2. release/build-target for Linux x64 (static musl), and with FILEWATCH_RELEASE_CROSS=1 also
 #      Linux arm64 (zig, checked under qemu-user) and Windows x64 (MinGW-w64, checked under Wine):
 #      ~4 and ~5 min more on 2 cores. macOS needs Apple's SDK: only the workflow builds it (and
