@@ -307,6 +307,60 @@ fn the_channel_message_names_the_definition() {
     assert!(!meta.contains_key("symbol") && !meta.contains_key("symbol_lines"), "{note}");
 }
 
+/// Issue 30 (15): what a file holds reaches Claude without control characters — a file name
+/// with ESC, BEL and a newline, a definition whose name holds a BEL (a shell function may be
+/// named so), an ask with an escape sequence — they are shown escaped (`\u{1b}`) as the CLI
+/// shows them; only the line breaks of the ask's own text stay. A symbol chain of 60 nested
+/// classes is cut to its innermost names, with a leading `…`, in the channel and in list_asks.
+#[cfg(unix)]
+#[test]
+fn control_characters_and_deep_symbols_reach_claude_shown_not_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut s = Server::start(&root);
+    handshake(&mut s);
+
+    let evil = "evil\u{1b}]0;pwned\u{7}\nname.sh";
+    std::fs::write(root.join(evil), "f\u{7}g() {\n  # @claude hi \u{1b}[2J there\n  echo\n}\n")
+        .unwrap();
+    let note = s.note(|n| {
+        n["method"] == "notifications/claude/channel" && n["params"]["meta"]["language"] == "bash"
+    });
+    let meta = note["params"]["meta"].as_object().unwrap();
+    for (k, v) in meta {
+        let v = v.as_str().unwrap();
+        assert!(!v.chars().any(char::is_control), "meta {k} holds a control character: {v:?}");
+    }
+    assert_eq!(meta["file"], "evil\\u{1b}]0;pwned\\u{7}\\nname.sh", "{note}");
+    assert_eq!(meta["symbol"], "f\\u{7}g", "{note}");
+    let content = note["params"]["content"].as_str().unwrap();
+    assert_eq!(content, "@claude hi \\u{1b}[2J there", "{note}");
+
+    let mut deep = String::new();
+    for i in 0..60 {
+        deep += &format!("{}class C{i}_{}:\n", "    ".repeat(i), "x".repeat(180));
+    }
+    deep += &format!("{0}# @claude deep\n{0}pass\n", "    ".repeat(60));
+    std::fs::write(root.join("deep.py"), &deep).unwrap();
+    let note = s.note(is_ask_of("deep.py"));
+    let symbol = note["params"]["meta"]["symbol"].as_str().unwrap().to_string();
+    let innermost = format!(".C58_{0}.C59_{0}", "x".repeat(180));
+    assert!(symbol.starts_with('…') && symbol.ends_with(&innermost), "{symbol:?}");
+    assert!(symbol.len() <= 512, "a symbol of {} bytes", symbol.len());
+
+    let listed = s.call(7, "list_asks", serde_json::json!({"path": "deep.py"}));
+    let listed: Value =
+        serde_json::from_str(listed["content"][0]["text"].as_str().unwrap()).unwrap();
+    let all: Vec<&Value> = listed["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(listed["unannounced"].as_array().unwrap())
+        .collect();
+    assert_eq!(all.len(), 1, "{listed}");
+    assert_eq!(all[0]["symbol"], symbol.as_str(), "{listed}");
+}
+
 #[cfg(unix)]
 #[test]
 fn sigterm_stops_it_cleanly() {
