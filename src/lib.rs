@@ -50,7 +50,7 @@ pub use pipeline::{
     candidate_files, relative, resolve_file, resolve_in_tree, resolve_recorded, scan_file,
     scan_paths, stamp_file, EditError, FileMarkers, ScanReport, WRITE_ATTEMPTS,
 };
-pub use scan::{DecidedBy, FallbackReason, Marker, MarkerView, Scanner, DEFAULT_TRIGGER};
+pub use scan::{escaped, DecidedBy, FallbackReason, Marker, MarkerView, Scanner, DEFAULT_TRIGGER};
 pub use sys::{shutdown_signal, slash_path};
 pub use walk::Listing;
 pub use watch::{Change, Watch, WatchStats};

@@ -666,20 +666,11 @@ fn one_line(text: &str) -> String {
     terminal_text(text).replace('\n', LINE_BREAK)
 }
 
-/// Ask text for a terminal: control characters (ESC and with it CSI/OSC sequences, `\r`,
-/// other C0 and C1 codes, DEL) shown escaped (`\u{1b}`), so a file cannot move the cursor,
-/// retitle the window or overwrite earlier lines; the line breaks of a multi-line ask and tabs
-/// stay.
+/// Ask text for a terminal: control characters shown escaped (`\u{1b}`), so a file cannot
+/// move the cursor, retitle the window or overwrite earlier lines; the line breaks of a
+/// multi-line ask and tabs stay.
 fn terminal_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    filewatch_mcp::escaped(text, true)
 }
 
 /// A file name for a terminal: as it is, unless it holds a control character (a newline would

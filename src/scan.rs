@@ -32,7 +32,7 @@ use recover::Recovery;
 pub use symbol::{sources as symbol_queries, Symbol};
 use trees::Reuse;
 pub use trees::{ParseCounts, TreeCache};
-pub use view::MarkerView;
+pub use view::{escaped, MarkerView};
 
 /// The word that starts an ask unless `--trigger` says otherwise.
 pub const DEFAULT_TRIGGER: &str = "@claude";

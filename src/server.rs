@@ -39,7 +39,7 @@ use crate::languages::LanguageTable;
 use crate::live::{Ask, Delivery, Live, LiveOptions, Sink};
 use crate::owner::{self, Claim, OwnerInfo, Standby};
 use crate::pipeline::{self, relative};
-use crate::scan::Scanner;
+use crate::scan::{escaped, Scanner};
 
 /// The notification method Claude Code listens to.
 pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
@@ -166,10 +166,12 @@ impl Shared {
 }
 
 /// The channel notification for one ask: every meta value a string, every key an identifier,
-/// no `source` (Claude Code sets it to the server's name).
+/// no `source` (Claude Code sets it to the server's name). What comes from the file — its
+/// name, the definition's name, the ask — is shown with its control characters escaped, as the
+/// CLI shows them: Claude reads `\u{1b}`, never a raw ESC, and a meta value stays one line.
 pub fn channel_notification(ask: &Ask) -> Value {
     let mut meta = serde_json::Map::new();
-    meta.insert("file".into(), json!(ask.file));
+    meta.insert("file".into(), json!(escaped(&ask.file, false)));
     meta.insert("line".into(), json!(ask.marker.line.to_string()));
     meta.insert("end_line".into(), json!(ask.marker.end_line.to_string()));
     if let Some(id) = ask.id() {
@@ -177,9 +179,9 @@ pub fn channel_notification(ask: &Ask) -> Value {
     } else {
         meta.insert("stamped".into(), json!("false"));
     }
-    meta.insert("language".into(), json!(ask.marker.language));
+    meta.insert("language".into(), json!(escaped(&ask.marker.language, false)));
     if let Some(symbol) = &ask.marker.symbol {
-        meta.insert("symbol".into(), json!(symbol.name));
+        meta.insert("symbol".into(), json!(escaped(&symbol.name, false)));
         meta.insert("symbol_lines".into(), json!(symbol.lines()));
     }
     if ask.revised {
@@ -195,8 +197,10 @@ pub const MAX_ASK: usize = 4096;
 /// The ask as Claude Code may place it inside its `<channel …>` element: a `<channel` or
 /// `</channel` in the text (which could close the element and forge another message around
 /// it) is written `&lt;channel` / `&lt;/channel`, as Claude reads HTML-escaped text naturally;
-/// and an ask over [`MAX_ASK`] bytes is cut at a character boundary with `…(truncated)`.
+/// control characters but line breaks and tabs are escaped; and an ask over [`MAX_ASK`] bytes
+/// is cut at a character boundary with `…(truncated)`.
 pub fn channel_content(text: &str) -> String {
+    let text = &escaped(text, true);
     let mut cut = text.len().min(MAX_ASK);
     while !text.is_char_boundary(cut) {
         cut -= 1;
@@ -226,7 +230,7 @@ pub fn channel_content(text: &str) -> String {
 
 /// The notice a standby sends its client once: which session gets the asks.
 pub fn standby_notice(root: &Path, trigger: &str, owner: Option<&OwnerInfo>) -> Value {
-    let root = crate::sys::plain_path(root).display().to_string();
+    let root = escaped(&crate::sys::plain_path(root).display().to_string(), false);
     let who = owner.map(|o| format!(" ({})", o.describe())).unwrap_or_default();
     let content = format!(
         "filewatch: another session owns {root}{who}: {trigger} asks saved in this project go to \
@@ -244,7 +248,7 @@ pub fn standby_notice(root: &Path, trigger: &str, owner: Option<&OwnerInfo>) -> 
 
 /// The notice a standby sends when it takes over.
 pub fn takeover_notice(root: &Path) -> Value {
-    let root = crate::sys::plain_path(root).display().to_string();
+    let root = escaped(&crate::sys::plain_path(root).display().to_string(), false);
     let content = format!(
         "filewatch: the session that owned {root} has exited; @claude asks saved in this \
          project now come to this session."

@@ -338,13 +338,13 @@ fn control_characters_and_deep_symbols_reach_claude_shown_not_raw() {
 
     let mut deep = String::new();
     for i in 0..60 {
-        deep += &format!("{}class C{i}_{}:\n", "    ".repeat(i), "x".repeat(180));
+        deep += &format!("{}class C{i}_{}:\n", "    ".repeat(i), "x".repeat(40));
     }
     deep += &format!("{0}# @claude deep\n{0}pass\n", "    ".repeat(60));
     std::fs::write(root.join("deep.py"), &deep).unwrap();
     let note = s.note(is_ask_of("deep.py"));
     let symbol = note["params"]["meta"]["symbol"].as_str().unwrap().to_string();
-    let innermost = format!(".C58_{0}.C59_{0}", "x".repeat(180));
+    let innermost = format!(".C58_{0}.C59_{0}", "x".repeat(40));
     assert!(symbol.starts_with('…') && symbol.ends_with(&innermost), "{symbol:?}");
     assert!(symbol.len() <= 512, "a symbol of {} bytes", symbol.len());
 

@@ -56,6 +56,10 @@ const KINDS: &[&str] = &[
 /// A name longer than this is cut: a name is an identifier, not a paragraph.
 const MAX_NAME: usize = 200;
 
+/// A chain of names (`Outer.Inner.method`) longer than this is cut to its innermost names: 60
+/// nested classes are not a name anyone reads.
+const MAX_CHAIN: usize = 256;
+
 /// How many comments and attributes between an ask and the definition below it are looked at.
 const MAX_SKIPPED: usize = 64;
 
@@ -213,17 +217,8 @@ pub(super) fn symbol_of(
     if root.has_error() && !sound(&chain) {
         return None;
     }
-    let mut name = String::new();
-    for d in &chain {
-        if !name.is_empty() {
-            name.push('.');
-        }
-        if let Some(scope) = d.scope {
-            name.push_str(&name_text(src, scope));
-            name.push('.');
-        }
-        name.push_str(&name_text(src, d.name));
-    }
+    let names = chain.iter().flat_map(|d| d.scope.into_iter().chain([d.name]));
+    let name = chain_text(names.map(|n| name_text(src, n)).collect());
     let first = attached_before(q, src, inner.node);
     let end = inner.node.end_position();
     // A node that ends with its line's `\n` (Rust doc comments do) ends on the row before.
@@ -246,6 +241,26 @@ fn sound(chain: &[Def]) -> bool {
         n = p.parent();
     }
     true
+}
+
+/// The names, outer to inner, joined with `.`; a chain over [`MAX_CHAIN`] bytes keeps its
+/// innermost names (the ones the ask is about) after a `…` that says outer ones were cut.
+fn chain_text(names: Vec<String>) -> String {
+    let whole = names.join(".");
+    if whole.len() <= MAX_CHAIN {
+        return whole;
+    }
+    // The innermost name is always kept: it is at most MAX_NAME bytes and a `…`.
+    let mut len = '…'.len_utf8() + names[names.len() - 1].len();
+    let mut kept = 1;
+    for name in names.iter().rev().skip(1) {
+        if len + 1 + name.len() > MAX_CHAIN {
+            break;
+        }
+        len += 1 + name.len();
+        kept += 1;
+    }
+    format!("…{}", names[names.len() - kept..].join("."))
 }
 
 /// The name as one line: whitespace runs become one space, cut at [`MAX_NAME`] bytes.
@@ -426,6 +441,17 @@ fn heading<'t>(q: &SymbolQuery, src: &[u8], node: Node<'t>) -> Option<Def<'t>> {
 mod tests {
     use super::*;
     use crate::grammar;
+
+    #[test]
+    fn a_long_chain_keeps_its_innermost_names() {
+        let names: Vec<String> = (0..60).map(|i| format!("C{i}_{}", "x".repeat(20))).collect();
+        let chain = chain_text(names.clone());
+        assert!(chain.len() <= MAX_CHAIN, "{chain}");
+        assert!(chain.starts_with("…C") && chain.ends_with(&format!(".{}", names[59])), "{chain}");
+        assert_eq!(chain_text(names[..3].to_vec()), names[..3].join("."));
+        let one = vec!["n".repeat(MAX_NAME), "m".repeat(MAX_NAME)];
+        assert_eq!(chain_text(one), format!("…{}", "m".repeat(MAX_NAME)));
+    }
 
     /// Every grammar's symbol query compiles, part by part (the shipped tags queries and the
     /// project's file each on their own, so a failure names its file), and as a whole.

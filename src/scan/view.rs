@@ -1,6 +1,7 @@
 //! The one JSON shape of a marker: `scan --json`, `stamp --json`, `watch --json` and the
 //! `list_asks` tool all print this. Its keys are public (scripts depend on them); the channel
 //! notification is the only other form, because Claude Code needs every value as a string.
+//! Also the one way a file's text is shown outside JSON (terminal, channel): [`escaped`].
 
 use serde::Serialize;
 
@@ -65,5 +66,35 @@ impl Marker {
             stamped: None,
             revised: None,
         }
+    }
+}
+
+/// `text` as it may be shown outside JSON — on a terminal, or to Claude in a channel message:
+/// each control character (ESC and with it CSI/OSC sequences, `\r`, BEL, other C0 and C1
+/// codes, DEL) written as its escape (`\u{1b}`), so a file cannot move the cursor, retitle the
+/// window or break a line of a message. With `keep_breaks`, the line breaks and tabs of a
+/// multi-line ask stay.
+pub fn escaped(text: &str, keep_breaks: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && !(keep_breaks && (c == '\n' || c == '\t')) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escaped;
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        let text = "a\u{1b}]0;x\u{7}\tb\nc\r\u{9b}\u{7f}";
+        assert_eq!(escaped(text, true), "a\\u{1b}]0;x\\u{7}\tb\nc\\r\\u{9b}\\u{7f}");
+        assert_eq!(escaped(text, false), "a\\u{1b}]0;x\\u{7}\\tb\\nc\\r\\u{9b}\\u{7f}");
+        assert_eq!(escaped("Cache.refresh é", false), "Cache.refresh é");
     }
 }
