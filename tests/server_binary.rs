@@ -361,6 +361,46 @@ fn control_characters_and_deep_symbols_reach_claude_shown_not_raw() {
     assert_eq!(all[0]["symbol"], symbol.as_str(), "{listed}");
 }
 
+/// Issue 30 (16): what Claude and the log are told names the user's path, never the held
+/// directory's `/proc/self/fd/N/…`: `resolve_ask` on a file made read-only, and the debug log
+/// of a file too large to read.
+#[cfg(unix)]
+#[test]
+fn messages_name_the_users_path_not_the_held_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut command = Command::new(common::bin());
+    command.env("RUST_LOG", "debug");
+    let mut s = Server::spawn(command, &root, state.path(), Stdio::piped(), &["--tag", "never"]);
+    let log = stderr_of(&mut s);
+    handshake(&mut s);
+
+    std::fs::create_dir(root.join("pkg")).unwrap();
+    let file = root.join("pkg/a.py");
+    std::fs::write(&file, "x = 1  # @claude explain\n").unwrap();
+    let note = s.note(is_ask_of("pkg/a.py"));
+    let id = note["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let result = s.call(7, "resolve_ask", serde_json::json!({ "id": id }));
+    assert_eq!(result["isError"], true, "{result}");
+    let said = result["content"][0]["text"].as_str().unwrap();
+    assert!(!said.contains("/proc/self/fd"), "resolve_ask said: {said}");
+    assert_eq!(said, format!("{id}: {}: read-only; not changed", file.display()));
+
+    let mut big = b"# @claude too big\n".to_vec();
+    big.resize(2 * 1024 * 1024, b'#');
+    std::fs::write(root.join("pkg/big.py"), &big).unwrap();
+    std::fs::write(root.join("pkg/after.py"), "# @claude after the big one\n").unwrap();
+    s.note(is_ask_of("pkg/after.py"));
+    s.child.kill().unwrap();
+    let log = log.join().unwrap();
+    assert!(log.contains(&format!("{}: ", root.join("pkg/big.py").display())), "{log}");
+    let leaks: Vec<&str> = log.lines().filter(|l| l.contains("/proc/self/fd")).collect();
+    assert!(leaks.is_empty(), "the log names held directories: {leaks:#?}");
+}
+
 #[cfg(unix)]
 #[test]
 fn sigterm_stops_it_cleanly() {
