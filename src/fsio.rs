@@ -122,6 +122,17 @@ impl ReadError {
             | ReadError::Io { path, .. } => path,
         }
     }
+
+    /// The error with its path as `shown` names it (the user's path for a file read through a
+    /// held directory: see [`sys::Beneath::shown`]).
+    pub fn shown_as(mut self, shown: impl Fn(&Path) -> PathBuf) -> ReadError {
+        let (ReadError::NotRegular { path, .. }
+        | ReadError::TooLarge { path, .. }
+        | ReadError::Binary { path }
+        | ReadError::Io { path, .. }) = &mut self;
+        *path = shown(path);
+        self
+    }
 }
 
 /// A file's bytes as read, with the metadata of the very file descriptor they came from.
@@ -358,6 +369,19 @@ pub enum WriteError {
 }
 
 impl WriteError {
+    /// The error with its path as `shown` names it (the user's path for a file written
+    /// through a held directory: see [`sys::Beneath::shown`]).
+    pub fn shown_as(mut self, shown: impl Fn(&Path) -> PathBuf) -> WriteError {
+        let (WriteError::Conflict { path }
+        | WriteError::Busy { path }
+        | WriteError::ReadOnly { path }
+        | WriteError::Untaggable { path, .. }
+        | WriteError::NotRegular { path, .. }
+        | WriteError::Io { path, .. }) = &mut self;
+        *path = shown(path);
+        self
+    }
+
     fn io(path: &Path) -> impl Fn(io::Error) -> WriteError + '_ {
         move |source| {
             // Held open by another program (Windows sharing): not changed, tried again later.

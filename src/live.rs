@@ -310,7 +310,7 @@ impl<'t> LivePipeline<'t> {
         };
         let real = beneath.path(name);
         let here = Here { beneath, real, rel_dir: rel_dir.to_path_buf() };
-        match fsio::read_source(&here.real) {
+        match fsio::read_source(&here.real).map_err(|e| e.shown_as(|p| here.beneath.shown(p))) {
             Ok(source) => {
                 self.here = Some(here);
                 Some(source)
@@ -690,6 +690,7 @@ impl<'t> LivePipeline<'t> {
             Err(WriteError::Conflict { path: path.to_path_buf() })
         } else {
             fsio::replace_checked_in(&target, bytes, &stamped, &in_place)
+                .map_err(|e| e.shown_as(|p| self.shown(p)))
         };
         match written {
             Ok(()) => {
@@ -726,6 +727,11 @@ impl<'t> LivePipeline<'t> {
         let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
         self.last_scan = Some((path.to_path_buf(), hash, markers.clone()));
         markers
+    }
+
+    /// `path` (a name under the held directory of the file at hand) as the user knows it.
+    fn shown(&self, path: &Path) -> PathBuf {
+        self.here.as_ref().map_or_else(|| path.to_path_buf(), |h| h.beneath.shown(path))
     }
 
     fn remember(&mut self, path: &Path, bytes: &[u8]) {

@@ -168,6 +168,17 @@ pub enum EditError {
     },
 }
 
+impl EditError {
+    /// The error with its path as `shown` names it (see [`crate::sys::Beneath::shown`]).
+    fn shown_as(self, shown: impl Fn(&Path) -> PathBuf) -> EditError {
+        match self {
+            EditError::Read(e) => EditError::Read(e.shown_as(shown)),
+            EditError::Write(e) => EditError::Write(e.shown_as(shown)),
+            EditError::Busy { path, attempts } => EditError::Busy { path: shown(&path), attempts },
+        }
+    }
+}
+
 /// Stamps every untagged marker of `path` and returns them with their new ids (`tag`), or,
 /// with `dry_run`, the ids they would get. If the user writes the file meanwhile, the stamp is
 /// abandoned and tried again on the new bytes, up to `attempts` times: the user's write always
@@ -355,7 +366,7 @@ pub fn resolve_recorded(
     let path = beneath.path(name);
     let real = root.join(rel); // what git knows the file by
     let mut committed = Committed::of(&real);
-    edit_file(&path, WRITE_ATTEMPTS, |bytes| {
+    let edited = edit_file(&path, WRITE_ATTEMPTS, |bytes| {
         let Some(lang) = scanner.table().detect(&path, bytes) else {
             return Edit::Keep(false);
         };
@@ -379,7 +390,9 @@ pub fn resolve_recorded(
             return Edit::Keep(false);
         }
         Edit::Write(stamp::remove(bytes, &found.iter().collect::<Vec<_>>()), true)
-    })
+    });
+    // Said to Claude and the log: the user's path, not the held directory's.
+    edited.map_err(|e| e.shown_as(|p| beneath.shown(p)))
 }
 
 /// True if marker `m` of `src` is the recorded ask: it carries the ask's tag, or it is untagged

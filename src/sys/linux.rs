@@ -300,6 +300,19 @@ fn fstype_of(mounts: &str, path: &Path) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// A held directory names its files `/proc/self/fd/N/…`; messages name them from the root.
+    #[test]
+    fn a_held_directory_shows_the_users_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pkg")).unwrap();
+        let held = crate::sys::dir_beneath(dir.path(), Path::new("pkg")).unwrap();
+        let inside = held.path("a.py".as_ref());
+        assert!(inside.starts_with("/proc/self/fd"), "{}", inside.display());
+        assert_eq!(held.shown(&inside), dir.path().join("pkg/a.py"));
+        assert_eq!(held.shown(held.dir_path()), dir.path().join("pkg"));
+        assert_eq!(held.shown(Path::new("/elsewhere/b.py")), Path::new("/elsewhere/b.py"));
+    }
+
     #[test]
     fn a_windows_drive_under_wsl_is_named() {
         let mounts = "none / ext4 rw 0 0\n\

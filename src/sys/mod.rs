@@ -84,12 +84,25 @@ pub struct Beneath {
     above: Vec<std::fs::File>,
     /// How files in it are named.
     base: std::path::PathBuf,
+    /// The directory as the user names it (the root joined with the relative path): what
+    /// messages say instead of `base`, which on Linux is `/proc/self/fd/N`.
+    shown: std::path::PathBuf,
 }
 
 impl Beneath {
     /// `name` in this directory.
     pub fn path(&self, name: &std::ffi::OsStr) -> std::path::PathBuf {
         self.base.join(name)
+    }
+
+    /// `path` as the user knows it: a path under the held directory's name (as
+    /// [`Beneath::path`] gives them) named from the root again; any other path as it is.
+    pub fn shown(&self, path: &std::path::Path) -> std::path::PathBuf {
+        match path.strip_prefix(&self.base) {
+            Ok(rest) if rest.as_os_str().is_empty() => self.shown.clone(),
+            Ok(rest) => self.shown.join(rest),
+            Err(_) => path.to_path_buf(),
+        }
     }
 
     /// The directory itself (to list it).

@@ -42,7 +42,7 @@ pub fn dir_beneath(root: &Path, rel: &Path) -> io::Result<super::Beneath> {
         dir = unsafe { File::from_raw_fd(fd) };
     }
     let base = os::fd_path(&dir).unwrap_or_else(|| root.join(rel));
-    Ok(super::Beneath { dir: Some(dir), above: Vec::new(), base })
+    Ok(super::Beneath { dir: Some(dir), above: Vec::new(), base, shown: root.join(rel) })
 }
 
 /// True if `rel` under `root` still is the directory `held` was opened as (same device and

@@ -387,7 +387,7 @@ pub fn dir_beneath(root: &Path, rel: &Path) -> io::Result<super::Beneath> {
         path.push(name);
         above.push(std::mem::replace(&mut held, open_dir(&path)?));
     }
-    Ok(super::Beneath { dir: Some(held), above, base: path })
+    Ok(super::Beneath { dir: Some(held), above, shown: path.clone(), base: path })
 }
 
 fn open_dir(path: &Path) -> io::Result<File> {
