@@ -416,6 +416,23 @@ fn five_hundred_files_at_once() {
     assert_eq!(ids.len(), 500);
 }
 
+/// Issue 30 (19): `watch --json` tells the truth when it announces: the tag is not in the file
+/// yet (`"stamped": false`, `"tagged": false`) and will be once the file is left alone
+/// (`"tag": "pending"`); a file that cannot be written says `"tag": "none"`.
+#[test]
+fn an_announced_ask_says_its_tag_is_pending() {
+    let w = Watcher::start();
+    let p = w.write("a.py", "x = 1  # @claude why one?\n");
+    let a = w.ask();
+    assert_eq!(
+        (&a["stamped"], &a["tagged"], &a["tag"]),
+        (&Value::Bool(false), &Value::Bool(false), &Value::from("pending")),
+        "{a}"
+    );
+    let want = format!("x = 1  # @claude[{}] why one?\n", a["id"].as_str().unwrap());
+    assert_eq!(read_when(&p, &want), want, "the pending tag never landed");
+}
+
 #[cfg(unix)]
 #[test]
 fn read_only_files_are_announced_once_unstamped() {
@@ -427,6 +444,7 @@ fn read_only_files_are_announced_once_unstamped() {
     let asks = w.asks_until_barrier();
     assert_eq!(asks.len(), 1, "{asks:?}");
     assert_eq!(asks[0]["stamped"], false);
+    assert_eq!(asks[0]["tag"], "none");
     assert_eq!(asks[0]["id"], Value::Null);
     assert_eq!(read(&p), "# @claude cannot be stamped\n");
     // Touching it again does not repeat the ask.
