@@ -57,8 +57,8 @@ pub struct Ask {
     /// The marker as announced (a paragraph cut to the lines written with it); `tag` holds the
     /// ask's id, unless the file could not be written in `--tag file` mode.
     pub marker: Marker,
-    /// True when the id is written into the file as a tag (once the ask has reached the client
-    /// and the file is quiet).
+    /// True when the id is to be written into the file as a tag: once the ask has reached the
+    /// client and the file is quiet (the tag is not there yet when the ask is announced).
     pub stamped: bool,
     /// True when this is the whole text of an ask announced before under the same id (its
     /// first words, saved by an editor while the user was still typing): it replaces that one.

@@ -429,8 +429,11 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
     let mut out = io::stdout().lock();
     if json {
         let mut view = ask.marker.view(&ask.file);
-        view.stamped = Some(ask.stamped);
-        view.tagged = ask.stamped; // the tag follows the ask, once its file is quiet
+        // An ask is announced before its tag is written (once it was heard and its file is
+        // quiet): the file does not hold it yet, and the line says whether it will.
+        view.stamped = Some(false);
+        view.tagged = false;
+        view.tag = Some(if ask.stamped { "pending" } else { "none" });
         view.revised = ask.revised.then_some(true);
         writeln!(out, "{}", serde_json::to_string(&view)?)?;
     } else {

@@ -37,10 +37,15 @@ pub struct MarkerView<'m> {
     /// Its first and last line, 1-based, attributes and decorators included; `null` with
     /// `symbol`.
     pub symbol_lines: Option<[usize; 2]>,
-    /// `watch --json` only: false when the file could not be written and the ask was
-    /// announced untagged.
+    /// `watch --json` only: true if the file holds the ask's tag — never yet when the ask is
+    /// announced: the tag is written later (see `tag`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stamped: Option<bool>,
+    /// `watch --json` only: `pending` — the id goes into the marker once the file has been
+    /// left alone for `--settle`; `none` — it will not (the file cannot be written, `--tag
+    /// never`, or an autosaving editor's root).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<&'static str>,
     /// `watch --json` only, and only when true: the whole text of an ask announced before
     /// under the same id (its first words saved by an autosaving editor); it replaces that one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,6 +69,7 @@ impl Marker {
             symbol: self.symbol.as_ref().map(|s| s.name.as_str()),
             symbol_lines: self.symbol.as_ref().map(|s| [s.first_line, s.last_line]),
             stamped: None,
+            tag: None,
             revised: None,
         }
     }
