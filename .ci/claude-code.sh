@@ -58,13 +58,20 @@ else
 fi
 
 # --- the CLI ----------------------------------------------------------------------------------
-say "installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION with npm"
-npm_started=$SECONDS
-npm install --prefix "$tmp/cli" --no-audit --no-fund --no-progress --loglevel=error \
-  "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" >/dev/null
-npm_secs=$((SECONDS - npm_started))
-claude=$tmp/cli/node_modules/.bin/claude
-say "npm install took ${npm_secs}s"
+# .ci/run installs it once for the tests and passes it in FILEWATCH_CLAUDE_BIN; the version
+# check below holds either way.
+if [[ -n ${FILEWATCH_CLAUDE_BIN:-} && -x $FILEWATCH_CLAUDE_BIN ]]; then
+  claude=$FILEWATCH_CLAUDE_BIN
+  say "using $claude (FILEWATCH_CLAUDE_BIN)"
+else
+  say "installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION with npm"
+  npm_started=$SECONDS
+  npm install --prefix "$tmp/cli" --no-audit --no-fund --no-progress --loglevel=error \
+    "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" >/dev/null
+  npm_secs=$((SECONDS - npm_started))
+  claude=$tmp/cli/node_modules/.bin/claude
+  say "npm install took ${npm_secs}s"
+fi
 
 # A clean, offline identity: temporary HOME, no credentials or settings of the caller (an API key
 # in the environment would make `claude -p hi` really ask the model), no update checks.

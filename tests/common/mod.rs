@@ -4,6 +4,7 @@
 // Each test binary compiles this module and uses what it needs of it.
 #![allow(dead_code)]
 
+pub mod claude;
 pub mod tmux;
 
 use std::io::{BufRead, BufReader};
