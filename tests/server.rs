@@ -316,3 +316,49 @@ async fn the_channel_message_names_the_symbol_as_strings() {
     client.cancel().await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), server_task).await.unwrap().unwrap();
 }
+
+/// `list_asks` pairs markers with records by the live path's one rule: with `--tag never`, two
+/// markers with the same words are two asks, listed under their own two ids (not both under the
+/// first record with those words).
+#[tokio::test]
+async fn list_asks_names_two_identical_asks_by_their_own_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let records = filewatch_mcp::Asks::in_memory();
+    let scanner = Scanner::new(LanguageTable::builtin(), DEFAULT_TRIGGER).unwrap();
+    let mode = filewatch_mcp::TagMode::Never;
+    let mut live = LivePipeline::with_asks(root.clone(), scanner, mode, records.clone());
+    let path = root.join("a.py");
+    let text =
+        "# @claude add a docstring\ndef f(): pass\n\n# @claude add a docstring\ndef g(): pass\n";
+    std::fs::write(&path, text).unwrap();
+    let asks = live.process(&path, None);
+    let announced: Vec<(usize, String)> = asks.iter().map(|a| (a.marker.line, a.label())).collect();
+    assert_eq!(announced.len(), 2, "{announced:?}");
+
+    let (_ask_tx, ask_rx) = mpsc::channel(16);
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    let server_task = tokio::spawn(server::serve(
+        root.clone(),
+        DEFAULT_TRIGGER.to_string(),
+        records,
+        server_read,
+        server_write,
+        ask_rx,
+    ));
+    let (note_tx, _notes) = mpsc::unbounded_channel();
+    let client = Collector(note_tx).serve(client_end).await.expect("initialize");
+    let listed: Value =
+        serde_json::from_str(&tool_text(&call(&client, "list_asks", json!({})).await)).unwrap();
+    let mut pending: Vec<(usize, String)> = listed["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["line"].as_u64().unwrap() as usize, a["id"].as_str().unwrap().to_string()))
+        .collect();
+    pending.sort();
+    assert_eq!(pending, announced, "{listed}");
+    client.cancel().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server_task).await.unwrap().unwrap();
+}
