@@ -24,6 +24,8 @@ use crate::fsio::{self, Source, WriteError};
 use crate::git::{self, GitLines, GitWindow};
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
+use crate::lines::{content_hash, line_start};
+use crate::pairing::{self, anchor, InFile};
 use crate::pipeline::relative;
 use crate::scan::{Marker, Scanner, TreeCache};
 use crate::stamp::{self, Stamp};
@@ -347,14 +349,12 @@ impl<'t> LivePipeline<'t> {
         }
         let revising = !self.settle.is_zero();
         let now = Instant::now();
+        let found = InFile::new(lang, bytes, file, &markers).after(diff);
         let (pairs, revisions) = self.asks.update(|records| {
-            let pairs = pair(lang, bytes, file, &markers, records);
-            let revisions = if revising {
-                find_revisions(lang, bytes, file, &markers, &pairs, records, diff)
-            } else {
-                Vec::new()
-            };
-            settle(bytes, file, &markers, &pairs, &revisions, records);
+            let pairs = pairing::pair(&found, records);
+            let revisions =
+                if revising { find_revisions(&found, &pairs, records) } else { Vec::new() };
+            settle(&found, &pairs, &revisions, records);
             (pairs, revisions)
         });
         for (i, id, _) in &revisions {
@@ -511,7 +511,8 @@ impl<'t> LivePipeline<'t> {
             ready.into_iter().partition(|d| d.revises.is_none());
         let fresh: Vec<Marker> = fresh.into_iter().map(|d| d.marker).collect();
         let (claimed, revised) = self.asks.update(|records| {
-            let claimed = claim(lang, bytes, file, markers, fresh, records, with_id);
+            let found = InFile::new(lang, bytes, file, markers);
+            let claimed = claim(&found, fresh, records, with_id);
             let revised = revise(bytes, revisions, records);
             (claimed, revised)
         });
@@ -656,7 +657,7 @@ impl<'t> LivePipeline<'t> {
         let file = relative(&self.root, path);
         let markers = self.markers(lang, path, bytes);
         let records = self.asks.snapshot();
-        let pairs = pair(lang, bytes, &file, &markers, &records);
+        let pairs = pairing::pair(&InFile::new(lang, bytes, &file, &markers), &records);
         let owed: HashSet<MarkerId> = later.ids.iter().copied().collect();
         let stamps: Vec<Stamp> = markers
             .iter()
@@ -823,74 +824,17 @@ impl Renames {
     }
 }
 
-/// Which recorded ask each marker of `file` is (an index into `records`), one record per
-/// untagged marker at most: a tagged marker is its tag's ask; an untagged one is the record
-/// whose text it has (an editor's stale copy, or `--tag never`) — a pending one, the nearest
-/// first, or one resolved within the window at the very place it was resolved (a stale buffer
-/// writing it back). So the same words in two places are two asks.
-fn pair(
-    lang: &Language,
-    src: &[u8],
-    file: &str,
-    markers: &[Marker],
-    records: &[AskRecord],
-) -> Vec<Option<usize>> {
-    let now = asks::now();
-    let window = asks::RESOLVED_WINDOW.as_secs();
-    let mine: Vec<usize> = (0..records.len())
-        .filter(|&ri| records[ri].file == file)
-        .filter(|&ri| records[ri].resolved.is_none_or(|at| now.saturating_sub(at) < window))
-        .collect();
-    // Indexed, so that a file with thousands of asks costs thousands of lookups, not millions
-    // of comparisons: by id, and by (lines, text).
-    let by_id: HashMap<MarkerId, usize> = mine.iter().map(|&ri| (records[ri].id, ri)).collect();
-    let mut pairs: Vec<Option<usize>> =
-        markers.iter().map(|m| m.tag.and_then(|id| by_id.get(&id).copied())).collect();
-    let mut taken: HashSet<usize> = pairs.iter().flatten().copied().collect();
-    let mut by_text: HashMap<(usize, &str), Vec<usize>> = HashMap::new();
-    for &ri in mine.iter().filter(|ri| !taken.contains(ri)) {
-        by_text.entry((records[ri].lines, records[ri].text.as_str())).or_default().push(ri);
-    }
-    let line_counts: std::collections::BTreeSet<usize> = by_text.keys().map(|k| k.0).collect();
-    // Every (marker, record) that could be a copy, best first: pending before resolved, then
-    // the nearest.
-    let mut candidates = Vec::new();
-    for (mi, m) in markers.iter().enumerate().filter(|(_, m)| !m.is_tagged()) {
-        for &lines in &line_counts {
-            let text = stamp::first_lines(lang, src, m, lines).text;
-            for &ri in by_text.get(&(lines, text.as_str())).into_iter().flatten() {
-                let r = &records[ri];
-                let resolved = r.resolved.is_some();
-                if resolved && r.anchor != anchor(src, m) && r.line != m.line {
-                    continue; // the same words somewhere else: typed anew
-                }
-                candidates.push(((resolved, m.line.abs_diff(r.line)), mi, ri));
-            }
-        }
-    }
-    candidates.sort_unstable();
-    for (_, mi, ri) in candidates {
-        if pairs[mi].is_none() && taken.insert(ri) {
-            pairs[mi] = Some(ri);
-        }
-    }
-    pairs
-}
-
 /// The asks of this save whose text the user is still typing: a pending ask announced within
 /// [`REVISE_WINDOW`] whose own lines now read otherwise — its tagged marker (the editor
 /// reloaded our tag and the user typed on after it), or, with its marker gone, the untagged
 /// one at its place (the editor wrote its buffer back over our tag). Each as (marker index,
 /// id, announced within [`LEARN_WINDOW`]).
 fn find_revisions(
-    lang: &Language,
-    src: &[u8],
-    file: &str,
-    markers: &[Marker],
+    found: &InFile,
     pairs: &[Option<usize>],
     records: &[AskRecord],
-    diff: Option<LineDiff>,
 ) -> Vec<(usize, MarkerId, bool)> {
+    let InFile { lang, src, file, markers, diff } = *found;
     let now = asks::now();
     let recent = |r: &AskRecord| {
         r.file == file
@@ -930,13 +874,12 @@ fn find_revisions(
 /// hand, deleted) is resolved now, so a stale buffer that brings it back within the window
 /// does not ask again; every one still there has its place brought up to date.
 fn settle(
-    src: &[u8],
-    file: &str,
-    markers: &[Marker],
+    found: &InFile,
     pairs: &[Option<usize>],
     revisions: &[(usize, MarkerId, bool)],
     records: &mut [AskRecord],
 ) {
+    let InFile { src, file, markers, .. } = *found;
     for (mi, m) in markers.iter().enumerate() {
         let Some(r) = pairs[mi].map(|ri| &mut records[ri]) else { continue };
         let place = (m.line, anchor(src, m));
@@ -960,15 +903,13 @@ fn settle(
 /// when `with_id` is false (a file `--tag file` cannot tag: Claude is told to ask the user to
 /// remove the marker).
 fn claim(
-    lang: &Language,
-    src: &[u8],
-    file: &str,
-    markers: &[Marker],
+    found: &InFile,
     fresh: Vec<Marker>,
     records: &mut Vec<AskRecord>,
     with_id: bool,
 ) -> Vec<Marker> {
-    let pairs = pair(lang, src, file, markers, records);
+    let InFile { src, file, markers, .. } = *found;
+    let pairs = pairing::pair(found, records);
     let recorded: HashSet<usize> =
         markers.iter().zip(&pairs).filter(|(_, p)| p.is_some()).map(|(m, _)| m.insert_at).collect();
     let mut taken: HashSet<MarkerId> = records.iter().map(|r| r.id).collect();
@@ -1010,23 +951,6 @@ fn record(src: &[u8], file: &str, m: &Marker, id: MarkerId) -> AskRecord {
         announced: asks::now(),
         resolved: None,
     }
-}
-
-/// What a marker was written at: the code before it on its line and the next line after it
-/// that is not blank, trimmed, hashed.
-fn anchor(src: &[u8], m: &Marker) -> u64 {
-    let start = line_start(src, m.comment.start);
-    let before = src[start..m.comment.start].trim_ascii();
-    let after = src[m.comment.end.min(src.len())..]
-        .split(|&b| b == b'\n')
-        .skip(1)
-        .map(<[u8]>::trim_ascii)
-        .find(|l| !l.is_empty())
-        .unwrap_or_default();
-    let mut bytes = before.to_vec();
-    bytes.push(b'\n');
-    bytes.extend_from_slice(after);
-    content_hash(&bytes)
 }
 
 /// A paragraph ask ends before the first of its continuation lines that the file already held
@@ -1077,17 +1001,6 @@ impl Previous {
             }
         }
     }
-}
-
-fn content_hash(bytes: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
-}
-
-fn line_start(src: &[u8], offset: usize) -> usize {
-    src[..offset].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
 }
 
 /// The whole line holding the marker's trigger, without its line ending: what git's versions

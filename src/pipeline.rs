@@ -11,6 +11,7 @@ use crate::fsio::{self, ReadError, WriteError};
 use crate::git;
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
+use crate::pairing::{self, InFile};
 use crate::scan::{Marker, Scanner};
 use crate::stamp::{self, ResolveError};
 use crate::walk::{self, Listing};
@@ -350,8 +351,8 @@ pub fn resolve_in_tree(
 
 /// Removes the recorded ask `record` from its file under `root`: found by its id's tag, or —
 /// when an editor's stale buffer wrote the marker back without its tag, with `--tag never`, or
-/// before its tag was written — by its recorded text, the copy nearest its recorded line; and
-/// exactly the lines that were announced, never one more.
+/// before its tag was written — by its recorded text, the copy nearest its recorded line (the
+/// one rule of [`pairing`]); and exactly the lines that were announced, never one more.
 /// `Ok(false)` if the file no longer holds it.
 pub fn resolve_recorded(
     scanner: &Scanner,
@@ -371,21 +372,11 @@ pub fn resolve_recorded(
             return Edit::Keep(false);
         };
         let markers = scanner.scan(lang, bytes);
-        let mine: Vec<&Marker> =
-            markers.iter().filter(|m| is_recorded(lang, bytes, m, record)).collect();
-        // Its tagged marker; else the one untagged copy of its words nearest to where it was
-        // (the same words elsewhere in the file are another ask).
-        let tagged: Vec<&Marker> = mine.iter().copied().filter(|m| m.is_tagged()).collect();
-        let chosen = if tagged.is_empty() {
-            mine.into_iter().min_by_key(|m| m.line.abs_diff(record.line)).into_iter().collect()
-        } else {
-            tagged
-        };
-        let found: Vec<Marker> = chosen
-            .into_iter()
-            .map(|m| stamp::first_lines(lang, bytes, m, record.lines))
-            .map(|m| without_committed_lines(lang, bytes, &m, &mut committed))
-            .collect();
+        let found: Vec<Marker> =
+            pairing::markers_of(&InFile::new(lang, bytes, &record.file, &markers), record)
+                .into_iter()
+                .map(|m| without_committed_lines(lang, bytes, &m, &mut committed))
+                .collect();
         if found.is_empty() {
             return Edit::Keep(false);
         }
@@ -395,39 +386,26 @@ pub fn resolve_recorded(
     edited.map_err(|e| e.shown_as(|p| beneath.shown(p)))
 }
 
-/// True if marker `m` of `src` is the recorded ask: it carries the ask's tag, or it is untagged
-/// and its first `record.lines` lines read as the ask's text.
-pub fn is_recorded(lang: &Language, src: &[u8], m: &Marker, record: &AskRecord) -> bool {
-    match m.tag {
-        Some(tag) => tag == record.id,
-        None => stamp::first_lines(lang, src, m, record.lines).text == record.text,
-    }
-}
-
-/// The markers of `path` (as a scan found them) with the recorded asks they are: a tagged
-/// marker is its tag's ask; an untagged one is a recorded ask if its text matches one of
-/// `records` (an editor's stale copy, or `--tag never`), and is then cut to the recorded lines.
+/// The markers of `path` (as a scan found them; `file` is its name relative to the root) with
+/// the recorded asks they are, paired with `records` by the one rule of [`pairing`]: a tagged
+/// marker is its tag's ask; an untagged one that is a pending record's copy is that ask, cut
+/// to the recorded lines.
 pub fn with_records(
     scanner: &Scanner,
     path: &Path,
+    file: &str,
     markers: &[Marker],
-    records: &[&AskRecord],
+    records: &[AskRecord],
 ) -> Vec<(Marker, Option<MarkerId>)> {
     let untagged = markers.iter().any(|m| !m.is_tagged());
     let source = (untagged && !records.is_empty()).then(|| fsio::read_source(path).ok()).flatten();
     let lang = source.as_ref().and_then(|s| scanner.table().detect(path, &s.bytes));
-    markers
-        .iter()
-        .map(|m| {
-            let (Some(source), Some(lang), None) = (&source, lang, m.tag) else {
-                return (m.clone(), m.tag);
-            };
-            match records.iter().find(|r| is_recorded(lang, &source.bytes, m, r)) {
-                Some(r) => (stamp::first_lines(lang, &source.bytes, m, r.lines), Some(r.id)),
-                None => (m.clone(), None),
-            }
-        })
-        .collect()
+    match (&source, lang) {
+        (Some(source), Some(lang)) => {
+            pairing::listed(&InFile::new(lang, &source.bytes, file, markers), records)
+        }
+        _ => markers.iter().map(|m| (m.clone(), m.tag)).collect(),
+    }
 }
 
 /// `path` relative to `root`, `/`-separated (as asks name their file).

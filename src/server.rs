@@ -331,13 +331,13 @@ impl FilewatchServer {
         let result = tokio::task::spawn_blocking(move || -> Result<Value, McpError> {
             let scanner = shared.scanner()?;
             let report = pipeline::scan_paths(&scanner, &[scope], TOOL_THREADS);
-            let records = shared.asks.snapshot();
+            let mut records = shared.asks.snapshot();
+            records.retain(|r| r.is_pending());
             let (mut pending, mut unannounced) = (Vec::new(), Vec::new());
             for f in &report.files {
                 let file = relative(&shared.root, &f.path);
-                let mine: Vec<_> =
-                    records.iter().filter(|r| r.file == file && r.is_pending()).collect();
-                for (m, id) in pipeline::with_records(&scanner, &f.path, &f.markers, &mine) {
+                let mine: Vec<_> = records.iter().filter(|r| r.file == file).cloned().collect();
+                for (m, id) in pipeline::with_records(&scanner, &f.path, &file, &f.markers, &mine) {
                     let view = crate::scan::MarkerView { id, ..m.view(&file) };
                     let list = if id.is_some() { &mut pending } else { &mut unannounced };
                     list.push(serde_json::to_value(view).unwrap_or_default());

@@ -1,0 +1,194 @@
+//! Which recorded ask each marker of a file is: the one rule, used by the live pipeline (on each
+//! save, when it claims new asks, when it writes their tags), by `list_asks`, and by the
+//! server's `resolve_ask` and the CLI's `resolve`. A tagged marker is its tag's ask. An untagged
+//! one is the record whose text it has (an editor's stale copy, or `--tag never`): a pending
+//! one, the nearest first, or one resolved within the window at the very place it was resolved
+//! (a stale buffer writing it back). One record per untagged marker: the same words in two
+//! places are two asks.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use crate::asks::{self, AskRecord};
+use crate::autosave::LineDiff;
+use crate::id::MarkerId;
+use crate::languages::Language;
+use crate::lines::{content_hash, line_start};
+use crate::scan::Marker;
+use crate::stamp;
+
+/// One version of a file as a read of it found it: what its markers are paired with records in.
+#[derive(Clone, Copy)]
+pub struct InFile<'a> {
+    /// The file's language.
+    pub lang: &'a Language,
+    /// Its bytes.
+    pub src: &'a [u8],
+    /// The file relative to the root, `/`-separated, as records name it.
+    pub file: &'a str,
+    /// Its markers, in file order, as scanned from `src`.
+    pub markers: &'a [Marker],
+    /// How this version's lines differ from the version the records were last placed in (the
+    /// save's diff), when the live path knows it.
+    pub diff: Option<LineDiff>,
+}
+
+impl<'a> InFile<'a> {
+    /// The markers of `src`, with no diff known (the records' places are this version's, or
+    /// unknown: a one-shot look).
+    pub fn new(lang: &'a Language, src: &'a [u8], file: &'a str, markers: &'a [Marker]) -> Self {
+        InFile { lang, src, file, markers, diff: None }
+    }
+
+    /// The same markers, seen through the save's `diff` (see [`InFile::diff`]).
+    pub fn after(self, diff: Option<LineDiff>) -> Self {
+        InFile { diff, ..self }
+    }
+
+    /// Where record `r` is expected in this version: the line it was last seen at.
+    ///
+    /// This is where a record's line is to be mapped through [`InFile::diff`] before "nearest"
+    /// is judged (issue 30, item 1: two asks with the same words swap ids when lines are
+    /// inserted above them). Today it is the recorded line, as it always was.
+    fn expected_line(&self, r: &AskRecord) -> usize {
+        r.line
+    }
+}
+
+/// Which recorded ask each marker of `found` is: an index into `records` per marker (see the
+/// module's rule), `None` for a marker that is no recorded ask.
+pub fn pair(found: &InFile, records: &[AskRecord]) -> Vec<Option<usize>> {
+    let InFile { lang, src, file, markers, .. } = *found;
+    let now = asks::now();
+    let window = asks::RESOLVED_WINDOW.as_secs();
+    let mine: Vec<usize> = (0..records.len())
+        .filter(|&ri| records[ri].file == file)
+        .filter(|&ri| records[ri].resolved.is_none_or(|at| now.saturating_sub(at) < window))
+        .collect();
+    // Indexed, so that a file with thousands of asks costs thousands of lookups, not millions
+    // of comparisons: by id, and by (lines, text).
+    let by_id: HashMap<MarkerId, usize> = mine.iter().map(|&ri| (records[ri].id, ri)).collect();
+    let mut pairs: Vec<Option<usize>> =
+        markers.iter().map(|m| m.tag.and_then(|id| by_id.get(&id).copied())).collect();
+    let mut taken: HashSet<usize> = pairs.iter().flatten().copied().collect();
+    let mut by_text: HashMap<(usize, &str), Vec<usize>> = HashMap::new();
+    for &ri in mine.iter().filter(|ri| !taken.contains(ri)) {
+        by_text.entry((records[ri].lines, records[ri].text.as_str())).or_default().push(ri);
+    }
+    let line_counts: BTreeSet<usize> = by_text.keys().map(|k| k.0).collect();
+    // Every (marker, record) that could be a copy, best first: pending before resolved, then
+    // the nearest.
+    let mut candidates = Vec::new();
+    for (mi, m) in markers.iter().enumerate().filter(|(_, m)| !m.is_tagged()) {
+        for &lines in &line_counts {
+            let text = stamp::first_lines(lang, src, m, lines).text;
+            for &ri in by_text.get(&(lines, text.as_str())).into_iter().flatten() {
+                let r = &records[ri];
+                let (resolved, line) = (r.resolved.is_some(), found.expected_line(r));
+                if resolved && r.anchor != anchor(src, m) && line != m.line {
+                    continue; // the same words somewhere else: typed anew
+                }
+                candidates.push(((resolved, m.line.abs_diff(line)), mi, ri));
+            }
+        }
+    }
+    candidates.sort_unstable();
+    for (_, mi, ri) in candidates {
+        if pairs[mi].is_none() && taken.insert(ri) {
+            pairs[mi] = Some(ri);
+        }
+    }
+    pairs
+}
+
+/// The markers of `found` that are the ask `record`: its tagged markers, or, with none, the one
+/// untagged copy of its words nearest to where it was — each cut to the lines announced.
+pub fn markers_of(found: &InFile, record: &AskRecord) -> Vec<Marker> {
+    let pairs = pair(found, std::slice::from_ref(record));
+    let InFile { lang, src, markers, .. } = *found;
+    markers
+        .iter()
+        .zip(pairs)
+        .filter(|(_, p)| p.is_some())
+        .map(|(m, _)| stamp::first_lines(lang, src, m, record.lines))
+        .collect()
+}
+
+/// Each marker of `found` with the ask it is, as a listing shows it: a tagged marker is its
+/// tag's ask (recorded or not); an untagged one paired with a pending record is that ask, cut
+/// to the recorded lines; any other is no ask yet.
+pub fn listed(found: &InFile, records: &[AskRecord]) -> Vec<(Marker, Option<MarkerId>)> {
+    let pairs = pair(found, records);
+    let InFile { lang, src, markers, .. } = *found;
+    markers
+        .iter()
+        .zip(pairs)
+        .map(|(m, p)| match (m.tag, p.map(|ri| &records[ri])) {
+            (Some(id), _) => (m.clone(), Some(id)),
+            (None, Some(r)) if r.is_pending() => {
+                (stamp::first_lines(lang, src, m, r.lines), Some(r.id))
+            }
+            (None, _) => (m.clone(), None),
+        })
+        .collect()
+}
+
+/// What a marker was written at: the code before it on its line and the next line after it
+/// that is not blank, trimmed, hashed.
+pub fn anchor(src: &[u8], m: &Marker) -> u64 {
+    let start = line_start(src, m.comment.start);
+    let before = src[start..m.comment.start].trim_ascii();
+    let after = src[m.comment.end.min(src.len())..]
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .map(<[u8]>::trim_ascii)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    let mut bytes = before.to_vec();
+    bytes.push(b'\n');
+    bytes.extend_from_slice(after);
+    content_hash(&bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::languages::LanguageTable;
+    use crate::scan::{Scanner, DEFAULT_TRIGGER};
+
+    fn record(id: &str, line: usize, resolved: Option<u64>) -> AskRecord {
+        AskRecord {
+            id: id.parse().unwrap(),
+            file: "a.py".into(),
+            text: "@claude why?".into(),
+            lines: 1,
+            line,
+            anchor: 0,
+            announced: asks::now(),
+            resolved,
+        }
+    }
+
+    /// The rule, on one file: a tagged marker is its tag's ask; two untagged copies of the same
+    /// words are two asks, each the nearest record; a record resolved elsewhere is no copy.
+    #[test]
+    fn each_marker_is_at_most_one_record_the_nearest() {
+        let table = LanguageTable::builtin();
+        let scanner = Scanner::new(table, DEFAULT_TRIGGER).unwrap();
+        let lang = table.get("python").unwrap();
+        let src = b"# @claude why?\nx = 1\n# @claude why?\ny = 2\n# @claude[fw-0000000c] why?\n";
+        let markers = scanner.scan(lang, src);
+        let records = [
+            record("fw-0000000a", 3, None),
+            record("fw-0000000b", 1, None),
+            record("fw-0000000c", 5, None),
+            record("fw-0000000d", 9, Some(asks::now())),
+        ];
+        let found = InFile::new(lang, src, "a.py", &markers);
+        assert_eq!(pair(&found, &records), [Some(1), Some(0), Some(2)]);
+        let ids: Vec<Option<String>> =
+            listed(&found, &records[..1]).iter().map(|(_, id)| id.map(|i| i.to_string())).collect();
+        assert_eq!(ids, [None, Some("fw-0000000a".into()), Some("fw-0000000c".into())]);
+        let lines: Vec<usize> = markers_of(&found, &records[1]).iter().map(|m| m.line).collect();
+        assert_eq!(lines, [1]);
+    }
+}
