@@ -837,6 +837,89 @@ mod tests {
         assert_eq!(ids, ["fw-00000001", "fw-00000002", "fw-0000000a"]);
     }
 
+    /// Issue 30 (5): damage to the log that leaves each record somewhere loses no id — any one
+    /// line made unreadable, the log cut to half, emptied or removed, at rest or under a
+    /// running server — and the ledger is whole again after it.
+    #[test]
+    fn damage_to_the_ledger_loses_no_id() {
+        let damages: &[(&str, fn(&[u8]) -> Vec<u8>)] = &[
+            ("header", |b| unreadable_line(b, 0)),
+            ("first record", |b| unreadable_line(b, 1)),
+            ("second record", |b| unreadable_line(b, 2)),
+            ("last record", |b| unreadable_line(b, 3)),
+            ("half", |b| b[..b.len() / 2].to_vec()),
+            ("empty", |_| Vec::new()),
+        ];
+        for (what, damage) in damages {
+            for running in [false, true] {
+                let state = tempfile::tempdir().unwrap();
+                let root = tempfile::tempdir().unwrap();
+                std::fs::write(root.path().join("a.py"), "").unwrap();
+                let open =
+                    || Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
+                let asks = open();
+                for r in many(1, 3) {
+                    asks.update(|records| records.push(r));
+                }
+                let path = ledger_file(state.path());
+                std::fs::write(&path, damage(&std::fs::read(&path).unwrap())).unwrap();
+                if running {
+                    asks.update(|r| r.extend(many(10, 1))); // reads the log, appends to it
+                } else {
+                    drop(asks);
+                }
+                let ids: HashSet<String> =
+                    open().snapshot().iter().map(|r| r.id.to_string()).collect();
+                for i in [1, 2, 3] {
+                    assert!(
+                        ids.contains(&format!("fw-{i:08x}")),
+                        "{what}, running {running}: {ids:?}"
+                    );
+                }
+                assert_eq!(ids.len(), if running { 4 } else { 3 }, "{what}, running {running}");
+            }
+        }
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.py"), "").unwrap();
+        let asks = Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
+        asks.update(|r| r.extend(many(1, 3)));
+        drop(asks);
+        std::fs::remove_file(ledger_file(state.path())).unwrap();
+        let again = Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
+        assert_eq!(again.snapshot().len(), 3, "the log removed");
+    }
+
+    /// `bytes` with line `n` (0-based) made unreadable: one byte of its first key changed.
+    fn unreadable_line(bytes: &[u8], n: usize) -> Vec<u8> {
+        let mut lines: Vec<Vec<u8>> = bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+        lines[n][3] = b'#';
+        lines.join(&b'\n')
+    }
+
+    /// A ledger over the size limit is not read, and the error says which file to move.
+    #[test]
+    fn a_ledger_over_the_limit_names_the_file_to_move() {
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        drop(Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap());
+        let path = ledger_file(state.path());
+        // Sparse: no disk and no time.
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(MAX_LEDGER_BYTES + 1)
+            .unwrap();
+        let Err(e) = Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER) else {
+            panic!("a ledger over the limit was opened");
+        };
+        let said = e.to_string();
+        assert!(said.starts_with(&format!("{}: ", path.display())), "{said}");
+        assert!(said.contains("move it away"), "{said}");
+        assert!(!said.contains("make the state directory usable"), "{said}");
+    }
+
     /// A server alone on its ledger rewrites it once it has grown, on every system (on Windows
     /// by letting go of the log before the rename), and reads it back whole after a restart.
     #[test]

@@ -476,8 +476,12 @@ const WATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl TextWatch {
     fn start(root: &Path, args: &[&str]) -> TextWatch {
+        TextWatch::start_with_state(root, args, tempfile::tempdir().unwrap())
+    }
+
+    /// [`TextWatch::start`] with `state` as its state directory (a restart keeps it).
+    fn start_with_state(root: &Path, args: &[&str], state: tempfile::TempDir) -> TextWatch {
         use std::io::BufRead;
-        let state = tempfile::tempdir().unwrap();
         let mut child = bin()
             .arg("watch")
             .args(args)
@@ -500,6 +504,13 @@ impl TextWatch {
         let out = lines(Box::new(child.stdout.take().unwrap()));
         let err = lines(Box::new(child.stderr.take().unwrap()));
         TextWatch { child, out, err, state }
+    }
+
+    /// Kills it (as a crash would) and hands back its state directory.
+    fn stop(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.state, tempfile::tempdir().unwrap())
     }
 
     /// The stderr lines up to the first that contains `pattern`.
@@ -845,4 +856,50 @@ fn settle_zero_needs_no_unit() {
     let out = out.unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("\"3\" has no unit: write 3ms or 3s"), "{}", stderr(&out));
+}
+
+/// Issue 30 (5): with `--tag never` the ledger is the only record of an ask's id. Damage to it
+/// — one line made unreadable, the log cut to half — announces none of the asks again after a
+/// restart: saving each file again is quiet, and the next ask saved is the first thing said.
+#[test]
+fn a_damaged_ledger_announces_no_ask_again() {
+    for damage in ["one line", "half"] {
+        let tree = tempfile::tempdir().unwrap();
+        let args = ["--tag", "never", "--debounce", "50ms"];
+        let watch = TextWatch::start(tree.path(), &args);
+        watch.err_until("filewatch-mcp: watching");
+        for name in ["a", "b", "c"] {
+            write(tree.path(), &format!("{name}.py"), format!("# @claude ask {name}\n"));
+            let said = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints the ask");
+            assert!(said.starts_with(&format!("{name}.py:1  @claude ask {name}  [fw-")), "{said}");
+        }
+        let state = watch.stop();
+
+        let log = std::fs::read_dir(state.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".asks.jsonl"))
+            .expect("a ledger");
+        let bytes = std::fs::read(&log).unwrap();
+        let damaged = match damage {
+            // b's line (after the header and a's): one byte of its key made another.
+            "one line" => {
+                let mut lines: Vec<Vec<u8>> =
+                    bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+                lines[2][10] = b'#';
+                lines.join(&b'\n')
+            }
+            _ => bytes[..bytes.len() / 2].to_vec(),
+        };
+        std::fs::write(&log, damaged).unwrap();
+
+        let watch = TextWatch::start_with_state(tree.path(), &args, state);
+        watch.err_until("filewatch-mcp: watching");
+        for name in ["a", "b", "c"] {
+            write(tree.path(), &format!("{name}.py"), format!("# @claude ask {name}\nx = 1\n"));
+        }
+        write(tree.path(), "d.py", "# @claude a new one\n");
+        let said = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints d.py's ask");
+        assert!(said.starts_with("d.py:1  @claude a new one  [fw-"), "{damage}: {said}");
+    }
 }
