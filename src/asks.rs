@@ -6,6 +6,7 @@
 //! (see [`ledger`]: how it is kept on disk).
 
 mod ledger;
+mod spare;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -241,16 +242,16 @@ mod tests {
         std::fs::remove_file(root.path().join("a.py")).unwrap();
         assert!(open().snapshot().is_empty());
         let files: Vec<_> = std::fs::read_dir(state.path()).unwrap().collect();
-        assert!(files.len() <= 2, "the ledger and its lock file only");
+        assert!(files.len() <= 3, "the ledger, its spare and its lock file only");
         assert!(std::fs::read_dir(root.path()).unwrap().next().is_none(), "nothing in the tree");
     }
 
-    /// The ledger file in `state` (the one that is not a lock).
+    /// The ledger's log in `state` (not its lock, not its spare).
     fn ledger_file(state: &Path) -> PathBuf {
         let mut files: Vec<PathBuf> = std::fs::read_dir(state)
             .unwrap()
             .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_none_or(|x| x != "lock"))
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
             .collect();
         assert_eq!(files.len(), 1, "{files:?}");
         files.pop().unwrap()
@@ -291,8 +292,8 @@ mod tests {
         );
     }
 
-    /// A server killed while it appends leaves a torn last line: that line is lost, nothing
-    /// else, and the next change is not glued to it.
+    /// A server killed while it appends leaves a torn last line (in the log, and no line in
+    /// its spare): that line is lost, nothing else, and the next change is not glued to it.
     #[test]
     fn a_torn_last_line_loses_nothing_else() {
         let state = tempfile::tempdir().unwrap();
@@ -307,6 +308,10 @@ mod tests {
         let whole = std::fs::read(&path).unwrap();
         let torn = &whole[..whole.len() - 20];
         std::fs::write(&path, torn).unwrap();
+        let spare = path.with_extension("jsonl.copy");
+        let copy = std::fs::read_to_string(&spare).unwrap();
+        let lines: Vec<&str> = copy.lines().collect();
+        std::fs::write(&spare, lines[..lines.len() - 1].join("\n") + "\n").unwrap();
         let reopened = open().expect("a torn ledger opens");
         let ids: Vec<String> = reopened.snapshot().iter().map(|r| r.id.to_string()).collect();
         assert_eq!(ids, ["fw-00000001", "fw-00000002"], "only the torn record is lost");
@@ -321,7 +326,8 @@ mod tests {
     /// running server — and the ledger is whole again after it.
     #[test]
     fn damage_to_the_ledger_loses_no_id() {
-        let damages: &[(&str, fn(&[u8]) -> Vec<u8>)] = &[
+        type Damage = (&'static str, fn(&[u8]) -> Vec<u8>);
+        let damages: &[Damage] = &[
             ("header", |b| unreadable_line(b, 0)),
             ("first record", |b| unreadable_line(b, 1)),
             ("second record", |b| unreadable_line(b, 2)),
@@ -395,7 +401,7 @@ mod tests {
         };
         let said = e.to_string();
         assert!(said.starts_with(&format!("{}: ", path.display())), "{said}");
-        assert!(said.contains("move it away"), "{said}");
+        assert!(said.contains("Move it away"), "{said}");
         assert!(!said.contains("make the state directory usable"), "{said}");
     }
 

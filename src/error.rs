@@ -66,6 +66,17 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// A ledger file is larger than this program ever writes one: it is not read.
+    #[error(
+        "{path}: this ask ledger is {size} bytes, larger than filewatch-mcp ever writes one, so \
+         it is not read. Move it away (the asks it recorded are then forgotten) and start again"
+    )]
+    LedgerTooLarge {
+        /// The ledger file (the log or its spare).
+        path: PathBuf,
+        /// Its size in bytes.
+        size: u64,
+    },
 }
 
 /// Something that went wrong with one file or directory while running. Each is logged once

@@ -4,7 +4,8 @@
 //! lines other servers appended since: its cost does not grow with the ledger. A line torn by
 //! a server killed while writing is never applied and is cut before the next append; once the
 //! log holds twice the lines it has records, it is rewritten whole (atomically: a temp file
-//! renamed over it), and the other servers read the new one.
+//! renamed over it), and the other servers read the new one. Beside the log, its spare
+//! ([`super::spare`]) holds the same records, so that damage to one file loses no id.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::spare::{self, Replay, Spare};
 use super::{now, prune, AskRecord};
 use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
@@ -51,7 +53,10 @@ impl Ledger {
         let mut lock = LockFile::open(&lock_path).map_err(error(lock_path.clone()))?;
         let held = lock.hold(&lock_path).map_err(error(lock_path.clone()))?;
         let path = place.file("asks.jsonl");
-        let opened = Log::open(place, root, trigger).map_err(error(path));
+        let opened = Log::open(place, root, trigger).map_err(|e| match TooLarge::of(&e) {
+            Some(big) => StartError::LedgerTooLarge { path: big.path.clone(), size: big.size },
+            None => error(path)(e),
+        });
         drop(held);
         let (log, records) = opened?;
         Ok((Ledger { lock_path, lock, log }, records))
@@ -154,6 +159,8 @@ struct Log {
     /// Each record's id and hash as the log last had it, in the order of the records: what a
     /// change touched is what differs, found in one pass in order (see [`Log::record`]).
     written: Vec<(MarkerId, u64)>,
+    /// The second copy, written in step with the log.
+    spare: Spare,
 }
 
 /// One line of the log, as read.
@@ -189,9 +196,10 @@ impl Log {
     fn open(place: &Place, root: &Path, trigger: &str) -> io::Result<(Log, Vec<AskRecord>)> {
         let path = place.file("asks.jsonl");
         let mut file = state::open(&path)?;
-        let bytes = state::read_at_most(&mut file, MAX_LEDGER_BYTES)?;
+        let bytes = read_whole(&mut file, &path, MAX_LEDGER_BYTES)?;
         let id = sys::file_id(&file)?;
         let prefix = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let spare = Spare::of(&path);
         let mut log = Log {
             path,
             prefix,
@@ -202,20 +210,27 @@ impl Log {
             read_to: 0,
             lines: 0,
             written: Vec::new(),
+            spare,
         };
         log.remove_stale_temps(place);
-        let mut records = Vec::new();
-        log.apply(&bytes, &mut records);
+        let spare_bytes = log.spare.read(MAX_LEDGER_BYTES).map_err(|e| match TooLarge::of(&e) {
+            Some(_) => e,
+            // Said by the spare's name: the error is about that file.
+            None => io::Error::new(e.kind(), format!("{}: {e}", log.spare.path().display())),
+        })?;
+        let (mut records, mended) = log.read_both(&bytes, &spare_bytes);
         let old = place.file("json");
-        let imported = bytes.is_empty() && log.import(&old, &mut records);
+        let imported = records.is_empty() && log.import(&old, &mut records);
         // A pending ask whose file is gone will not be resolved; a resolved one, not typed back.
         records.retain(|r| root.join(&r.file).exists());
         prune(&mut records, now());
         log.written = fingerprints(&records);
         if bytes.is_empty() {
             log.fill(&records)?;
-        } else if log.lines > 2 * records.len() + COMPACT_SLACK {
+        } else if mended.log_stale || log.lines > 2 * records.len() + COMPACT_SLACK {
             log.compact(&records)?;
+        } else if mended.spare_stale {
+            log.write_spare(&records);
         }
         if imported {
             // In the log now, and synced there: the old file would only be read again.
@@ -294,73 +309,112 @@ impl Log {
 
     /// Reads the log at the path anew: another server rewrote it, or it was removed (then it is
     /// made again, holding what this server knows).
+    ///
+    /// The log cut short or emptied under us is damage: what it lost is in the spare.
     fn reload(&mut self, records: &mut Vec<AskRecord>) -> io::Result<()> {
         let mut file = state::open(&self.path)?;
-        let bytes = state::read_at_most(&mut file, MAX_LEDGER_BYTES)?;
+        let bytes = read_whole(&mut file, &self.path, MAX_LEDGER_BYTES)?;
         self.id = sys::file_id(&file)?;
         self.file = file;
         (self.read_to, self.lines) = (0, 0);
-        if bytes.is_empty() {
+        let spare_bytes = self.spare.read(MAX_LEDGER_BYTES).unwrap_or_else(|e| {
+            self.spare_problem(e);
+            Vec::new()
+        });
+        if bytes.is_empty() && spare_bytes.is_empty() {
             return self.fill(records);
         }
-        records.clear();
-        self.apply(&bytes, records);
+        let (mended, how) = self.read_both(&bytes, &spare_bytes);
+        *records = mended;
         self.written = fingerprints(records);
-        Ok(())
+        if bytes.is_empty() {
+            self.fill(records)
+        } else if how.log_stale {
+            self.compact(records)
+        } else {
+            if how.spare_stale {
+                self.write_spare(records);
+            }
+            Ok(())
+        }
+    }
+
+    /// The records of the log's `bytes` and the spare's, mended together; the log is read to
+    /// its last complete line. Damage found is said, with what was restored.
+    fn read_both(&mut self, bytes: &[u8], spare_bytes: &[u8]) -> (Vec<AskRecord>, Flags) {
+        let mut records = Vec::new();
+        let read = replay(bytes, &mut records);
+        self.read_to += read.complete as u64;
+        self.lines += read.lines;
+        let bad = read.bad;
+        let log = Replay { records, lines: read.lines, bad };
+        let mut records = Vec::new();
+        let read = replay(spare_bytes, &mut records);
+        let spare_bad = read.bad;
+        let spare = Replay { records, lines: read.lines, bad: spare_bad };
+        let spare_lines = spare.lines;
+        let mended = spare::mend(log, spare);
+        let flags = Flags { log_stale: mended.log_stale, spare_stale: mended.spare_stale };
+        if bad > 0 || mended.restored > 0 {
+            let what = match bad {
+                0 => "lost records".to_string(),
+                1 => "1 line is no ledger entry".to_string(),
+                n => format!("{n} lines are no ledger entries"),
+            };
+            self.problem(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "damaged ({what}); {} ask(s) restored from {}, and the log written anew",
+                    mended.restored,
+                    self.spare.path().display()
+                ),
+            ));
+        } else if spare_bad > 0 || (mended.spare_stale && spare_lines > 0) {
+            let e = io::Error::new(io::ErrorKind::InvalidData, "damaged or behind; written anew");
+            self.spare_problem(e);
+        }
+        (mended.records, flags)
+    }
+
+    fn spare_problem(&self, source: io::Error) {
+        Problem::Ledger { path: self.spare.path().to_path_buf(), source }.log();
+    }
+
+    /// Writes the spare whole, holding `records` (a failure is said: the log still has them).
+    fn write_spare(&self, records: &[AskRecord]) {
+        if let Err(e) = self.spare.write(|w| self.write_lines(w, records)) {
+            self.spare_problem(e);
+        }
+    }
+
+    /// Appends `bytes` (what was just appended to the log) to the spare; one that is empty,
+    /// missing or without a complete line is written whole, holding `records`.
+    fn append_spare(&self, bytes: &[u8], records: &[AskRecord]) {
+        match self.spare.append(bytes) {
+            Ok(true) => {}
+            Ok(false) => self.write_spare(records),
+            Err(e) => self.spare_problem(e),
+        }
     }
 
     /// Applies the complete lines of `bytes` (the log from `read_to` on) to `records`. A line
     /// that does not parse is skipped, said once; a last line without its newline is a write
     /// torn by a server killed meanwhile: not applied, and cut before the next append.
     fn apply(&mut self, bytes: &[u8], records: &mut Vec<AskRecord>) {
-        let mut at = 0;
-        let mut entries = Vec::new();
-        let mut bad = 0;
-        while let Some(n) = memchr::memchr(b'\n', &bytes[at..]) {
-            match serde_json::from_slice::<Entry>(&bytes[at..at + n]) {
-                Ok(entry) => entries.push(entry),
-                Err(_) => bad += 1,
-            }
-            at += n + 1;
-            self.lines += 1;
-        }
-        self.read_to += at as u64;
-        if bad > 0 {
+        let read = replay(bytes, records);
+        self.read_to += read.complete as u64;
+        self.lines += read.lines;
+        if read.bad > 0 {
             let e = io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{bad} lines are no ledger entries; skipped"),
+                format!("{} lines are no ledger entries; skipped", read.bad),
             );
             self.problem(e);
         }
-        if entries.iter().all(|e| matches!(e, Entry::Ledger(_))) {
-            return;
+        if read.applied {
+            // What the log holds now (another server's lines): rare, so hashed whole.
+            self.written = fingerprints(records);
         }
-        let mut at: HashMap<MarkerId, usize> =
-            records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
-        let mut dropped = HashSet::new();
-        for entry in entries {
-            match entry {
-                Entry::Ledger(_) => {}
-                Entry::Ask(r) => {
-                    dropped.remove(&r.id);
-                    match at.get(&r.id) {
-                        Some(&i) => records[i] = r,
-                        None => {
-                            at.insert(r.id, records.len());
-                            records.push(r);
-                        }
-                    }
-                }
-                Entry::Drop(id) => {
-                    dropped.insert(id);
-                }
-            }
-        }
-        if !dropped.is_empty() {
-            records.retain(|r| !dropped.contains(&r.id));
-        }
-        // What the log holds now (another server's lines): rare, so hashed whole.
-        self.written = fingerprints(records);
     }
 
     /// Appends what differs between `records` and the log (records new or changed, records
@@ -408,6 +462,8 @@ impl Log {
         self.written = now;
         if self.lines > 2 * records.len() + COMPACT_SLACK {
             self.compact(records)?;
+        } else {
+            self.append_spare(&out, records);
         }
         Ok(())
     }
@@ -428,18 +484,20 @@ impl Log {
     }
 
     /// Writes an empty log's lines (the header, then `records`) by appending them: the lock is
-    /// held and nobody reads the log meanwhile, so no rewrite (no rename) is needed.
+    /// held and nobody reads the log meanwhile, so no rewrite (no rename) is needed. The spare
+    /// is written whole, in step.
     fn fill(&mut self, records: &[AskRecord]) -> io::Result<()> {
         let mut out = Vec::new();
         self.write_lines(&mut out, records)?;
         self.append(&out)?;
         self.lines = records.len() + 1;
         self.written = fingerprints(records);
+        self.write_spare(records);
         Ok(())
     }
 
     /// The whole log for `records`, as a rewrite or [`Log::fill`] writes it.
-    fn write_lines(&self, w: &mut impl Write, records: &[AskRecord]) -> io::Result<()> {
+    fn write_lines(&self, w: &mut (impl Write + ?Sized), records: &[AskRecord]) -> io::Result<()> {
         let header = EntryOut::Ledger { version: 1, root: &self.root, trigger: &self.trigger };
         let mut buf = Vec::new();
         line(&mut buf, &header)?;
@@ -453,8 +511,9 @@ impl Log {
         w.write_all(&buf)
     }
 
-    /// Rewrites the log to hold `records` only: a temp file beside it, synced, renamed over it.
-    /// A server killed meanwhile leaves the old log (and a temp file the next open removes).
+    /// Rewrites the log to hold `records` only: a temp file beside it, synced, renamed over it;
+    /// then the spare. A server killed meanwhile leaves the old log (and a temp file the next
+    /// open removes), or the new log and the old spare (which then has what the log forgot).
     ///
     /// Windows renames over no file that is open: this server lets go of the log first, and
     /// while another server holds it the rename is refused. The log then stays as it is (it is
@@ -489,8 +548,111 @@ impl Log {
         self.read_to = self.file.metadata()?.len();
         self.lines = records.len() + 1;
         self.written = fingerprints(records);
+        self.write_spare(records); // in step: both hold what they hold in as many lines
         Ok(())
     }
+}
+
+/// What [`replay`] found in some bytes of a ledger file.
+struct Replayed {
+    /// The bytes its complete lines take.
+    complete: usize,
+    /// Its complete lines.
+    lines: usize,
+    /// The lines that are no ledger entry (skipped).
+    bad: usize,
+    /// True if a line changed or forgot a record.
+    applied: bool,
+}
+
+/// Applies the complete lines of `bytes` to `records`. A last line without its newline is a
+/// write torn by a server killed meanwhile: not applied.
+fn replay(bytes: &[u8], records: &mut Vec<AskRecord>) -> Replayed {
+    let mut complete = 0;
+    let mut entries = Vec::new();
+    let (mut lines, mut bad) = (0, 0);
+    while let Some(n) = memchr::memchr(b'\n', &bytes[complete..]) {
+        match serde_json::from_slice::<Entry>(&bytes[complete..complete + n]) {
+            Ok(entry) => entries.push(entry),
+            Err(_) => bad += 1,
+        }
+        complete += n + 1;
+        lines += 1;
+    }
+    let applied = !entries.iter().all(|e| matches!(e, Entry::Ledger(_)));
+    if applied {
+        apply_entries(entries, records);
+    }
+    Replayed { complete, lines, bad, applied }
+}
+
+/// Applies log entries to `records`, in order.
+fn apply_entries(entries: Vec<Entry>, records: &mut Vec<AskRecord>) {
+    let mut at: HashMap<MarkerId, usize> =
+        records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+    let mut dropped = HashSet::new();
+    for entry in entries {
+        match entry {
+            Entry::Ledger(_) => {}
+            Entry::Ask(r) => {
+                dropped.remove(&r.id);
+                match at.get(&r.id) {
+                    Some(&i) => records[i] = r,
+                    None => {
+                        at.insert(r.id, records.len());
+                        records.push(r);
+                    }
+                }
+            }
+            Entry::Drop(id) => {
+                dropped.insert(id);
+            }
+        }
+    }
+    if !dropped.is_empty() {
+        records.retain(|r| !dropped.contains(&r.id));
+    }
+}
+
+/// How the log and its spare stand after they were read together.
+struct Flags {
+    /// The log must be written whole.
+    log_stale: bool,
+    /// The spare must be written whole.
+    spare_stale: bool,
+}
+
+/// A ledger file over the size limit: this program never writes one so large.
+#[derive(Debug)]
+struct TooLarge {
+    path: PathBuf,
+    size: u64,
+}
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes, over the {MAX_LEDGER_BYTES}-byte limit", self.size)
+    }
+}
+
+impl std::error::Error for TooLarge {}
+
+impl TooLarge {
+    /// The file `e` says is too large, if that is what it says.
+    fn of(e: &io::Error) -> Option<&TooLarge> {
+        e.get_ref().and_then(|inner| inner.downcast_ref::<TooLarge>())
+    }
+}
+
+/// The whole of the ledger file `file` (at `path`), if it is at most `max` bytes: a larger one
+/// is not read at all.
+pub(super) fn read_whole(file: &mut File, path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let size = file.metadata()?.len();
+    if size > max {
+        let big = TooLarge { path: path.to_path_buf(), size };
+        return Err(io::Error::new(io::ErrorKind::InvalidData, big));
+    }
+    state::read_at_most(file, max)
 }
 
 /// `entry` as one JSON line at the end of `out`.
