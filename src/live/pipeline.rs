@@ -1,0 +1,417 @@
+//! [`LivePipeline`]: a change's way from the watcher to the asks handed on. It owns its parts —
+//! the root's files, the ledger, what the user did not type, the asks still being typed, the
+//! tag queue — and runs them in order: read the file → reconcile its markers with the ledger →
+//! keep what the user typed → wait for typing to settle → record and hand on (at most a round;
+//! the rest wait in the backlog). Tags are written later, by the tag queue.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::asks::{Asks, TagMode};
+use crate::autosave::{Draft, KeptHabit, LineDiff};
+use crate::fsio::{self, Source};
+use crate::git::GitWindow;
+use crate::id::MarkerId;
+use crate::scan::{Marker, Scanner};
+use crate::watch::Change;
+
+use super::files::{Files, Seen};
+use super::provenance::Provenance;
+use super::reconcile::Ledger;
+use super::tag_queue::TagQueue;
+use super::typing::Typing;
+use super::Ask;
+
+/// Turns changed paths into asks, exactly once each: a marker is recorded before it is
+/// announced and tagged after it reached the client; a marker that matches an ask already
+/// announced (an editor's stale copy) is that ask, and is left alone.
+pub struct LivePipeline<'t> {
+    /// The root's files: reading them, what they held when last seen, their markers.
+    pub(super) files: Files<'t>,
+    /// The asks of the root, and where their ids go.
+    pub(super) ledger: Ledger,
+    /// What the user did not type: git's lines, Claude's writes, renames.
+    pub(super) provenance: Provenance,
+    /// The asks that may still be being typed.
+    pub(super) typing: Typing,
+    /// Delivered asks waiting for their tags.
+    pub(super) tags: TagQueue,
+    /// Files with more asks ready than one round handed on.
+    backlog: VecDeque<Change>,
+    /// Runs between the read and the stamp's write: tests change the file there.
+    #[cfg(test)]
+    pub(super) before_stamp: Option<Hook>,
+}
+
+/// A test's hook into the pipeline.
+#[cfg(test)]
+pub(super) type Hook = Box<dyn FnMut(&Path) + Send>;
+
+impl<'t> LivePipeline<'t> {
+    /// A pipeline that stamps files and remembers its asks for this run, with no settle time
+    /// (tags at once, every save deliberate). `root` must be canonical (as
+    /// [`crate::Watch`] reports paths).
+    pub fn new(root: PathBuf, scanner: Scanner<'t>) -> Self {
+        LivePipeline::with_asks(root, scanner, TagMode::File, Asks::in_memory())
+    }
+
+    /// A pipeline that records its asks in `asks`, stamping files or not as `mode` says.
+    pub fn with_asks(root: PathBuf, scanner: Scanner<'t>, mode: TagMode, asks: Asks) -> Self {
+        LivePipeline {
+            files: Files::new(root, scanner),
+            ledger: Ledger { asks, mode },
+            provenance: Provenance::new(),
+            typing: Typing::default(),
+            tags: TagQueue::default(),
+            backlog: VecDeque::new(),
+            #[cfg(test)]
+            before_stamp: None,
+        }
+    }
+
+    /// Sets the settle time (see [`super::LiveOptions::settle`]): how long a file must be
+    /// quiet before a tag is written into it, and the least time an ask's text must stay
+    /// unchanged on a root whose editor autosaves. What is learned of the root's editor is kept
+    /// in `state_dir` (if any), where earlier runs kept it.
+    pub fn settling(mut self, settle: Duration, state_dir: Option<&Path>) -> Self {
+        self.typing = Typing::new(settle, KeptHabit::load(state_dir, self.files.root()));
+        self.tags = TagQueue::new(settle);
+        self
+    }
+
+    /// How many changes were scanned; a change to bytes we left as they are is not.
+    pub fn scanned(&self) -> usize {
+        self.files.scanned()
+    }
+
+    /// Handles one changed file as if every ask reached its client at once, and writes every
+    /// tag owed at once (whatever the settle time); returns the asks. For tests and tools.
+    pub fn process(&mut self, path: &Path, from_git: Option<&GitWindow>) -> Vec<Ask> {
+        let change = Change {
+            path: path.to_path_buf(),
+            from_git: from_git.cloned(),
+            rescan: None,
+            renamed_from: Vec::new(),
+        };
+        let mut asks = self.process_change(&change, usize::MAX);
+        self.delivered(&asks);
+        let tagged = self.write_all_tags();
+        for ask in &mut asks {
+            ask.stamped = ask.id().is_some_and(|id| tagged.contains(&id));
+        }
+        asks
+    }
+
+    /// Handles one change from the watcher: returns at most `room` asks ready to be announced
+    /// (recorded, not yet tagged: see [`LivePipeline::delivered`]); more wait in the backlog.
+    /// A file listed by a rescan after lost events is handled only if it changed during the
+    /// run (see [`Files::is_news`]) — a rescan never fires markers nobody saved (a vendored
+    /// file's, a dormant one).
+    pub fn process_change(&mut self, change: &Change, room: usize) -> Vec<Ask> {
+        let asks = self.look(change, room);
+        self.files.let_go();
+        asks
+    }
+
+    /// The next round of a file with more asks than one round took, if any.
+    pub fn backlog(&mut self, room: usize) -> Option<Vec<Ask>> {
+        let change = self.backlog.pop_front()?;
+        self.files.look_again(&change.path); // although we left it so
+        let asks = self.look_at_next_round(&change, room);
+        self.files.let_go();
+        Some(asks)
+    }
+
+    /// The asks never reached the client (it went away): they are forgotten, untagged, so that
+    /// the next look at their file — this session's or the next owner's — finds them again.
+    pub fn undelivered(&mut self, asks: &[Ask]) {
+        if asks.is_empty() {
+            return;
+        }
+        self.ledger.forget(asks);
+        for ask in asks {
+            self.files.look_again(&ask.path);
+        }
+    }
+
+    /// When the worker must wake with no event: a draft due, or a tag.
+    pub fn next_due(&self) -> Option<Instant> {
+        [self.typing.next_due(), self.tags.next_due()].into_iter().flatten().min()
+    }
+
+    /// What falls due at `now`: drafts whose text has settled (returned, to be announced; at
+    /// most `room`), and tags whose file is quiet (written).
+    pub fn run_due(&mut self, now: Instant, room: usize) -> Vec<Ask> {
+        let settle = self.typing.ask_settle();
+        let mut asks = Vec::new();
+        for path in self.typing.due_files(now, settle) {
+            asks.extend(self.ripen(&path, now, settle, room.saturating_sub(asks.len())));
+        }
+        self.write_due_tags(now);
+        self.files.let_go();
+        asks
+    }
+
+    /// Looks at a changed file: its asks ready now (fresh ones the user typed, revisions) are
+    /// recorded and returned; those still being typed wait as drafts.
+    fn look(&mut self, change: &Change, room: usize) -> Vec<Ask> {
+        let now = Instant::now();
+        let Some((seen, candidates, diff)) = self.see(change, now) else { return Vec::new() };
+        let ready = self.typing.ready(&seen.path, candidates, diff, now);
+        self.announce_ready(&seen, ready, room, change, now)
+    }
+
+    /// Looks at a file of the backlog again: its asks were ready when it was put there.
+    fn look_at_next_round(&mut self, change: &Change, room: usize) -> Vec<Ask> {
+        let now = Instant::now();
+        let Some((seen, candidates, _)) = self.see(change, now) else { return Vec::new() };
+        self.typing.forget(&seen.path);
+        self.announce_ready(&seen, candidates, room, change, now)
+    }
+
+    /// Reads the changed file and finds its candidate asks, in file order: the revisions of
+    /// asks still being typed, and the fresh markers the user typed. `None` when there is
+    /// nothing to look at: the file is gone, not ours, in no language, or not news.
+    fn see(
+        &mut self,
+        change: &Change,
+        now: Instant,
+    ) -> Option<(Seen<'t>, Vec<Draft>, Option<LineDiff>)> {
+        let path = change.path.as_path();
+        self.tags.changed(path, now); // not quiet yet
+        let Some(source) = self.files.read(path) else {
+            self.typing.forget(path);
+            return None;
+        };
+        self.follow_rename(change);
+        if !self.files.is_news(change, &source) {
+            return None;
+        }
+        let diff = self.files.diff(path, &source.bytes);
+        let seen = self.seen(path, source)?;
+        self.files.count_scan();
+        let (fresh, mut candidates) = self.reconcile(&seen, diff, now);
+        let previous = self.files.previous(path);
+        let typed = self.provenance.typed(&seen, fresh, change.from_git.as_ref(), previous);
+        candidates.extend(typed.into_iter().map(|m| Draft::new(m, None, now)));
+        candidates.sort_by_key(|d| d.marker.line);
+        Some((seen, candidates, diff))
+    }
+
+    /// The file read as `source`, with its language, name and markers; `None` in no language.
+    fn seen(&mut self, path: &Path, source: Source) -> Option<Seen<'t>> {
+        let lang = self.files.table().detect(path, &source.bytes)?;
+        let file = self.files.relative(path);
+        let markers = self.files.markers(lang, path, &source.bytes);
+        Some(Seen { path: path.to_path_buf(), source, lang, file, markers })
+    }
+
+    /// Reads `path` and finds its markers (see [`LivePipeline::seen`]).
+    pub(super) fn read_file(&mut self, path: &Path) -> Option<Seen<'t>> {
+        let source = self.files.read(path)?;
+        self.seen(path, source)
+    }
+
+    /// The file's markers reconciled with the ledger (see [`Ledger::reconcile`]): returns its
+    /// untagged markers that are no ask yet and were not found not typed before, and the
+    /// revisions of asks announced a moment ago whose text the user is still typing.
+    fn reconcile(
+        &mut self,
+        seen: &Seen,
+        diff: Option<LineDiff>,
+        now: Instant,
+    ) -> (Vec<Marker>, Vec<Draft>) {
+        let (path, markers) = (&seen.path, &seen.markers);
+        tracing::debug!("{}: {} marker(s)", path.display(), markers.len());
+        if markers.is_empty() && !self.ledger.may_have_pending(&seen.file) {
+            return (Vec::new(), Vec::new()); // nothing to ask, nothing to close
+        }
+        let found = seen.found().after(diff);
+        let (pairs, revisions) = self.ledger.reconcile(&found, self.typing.revising());
+        for v in &revisions {
+            let line = markers[v.marker].line;
+            tracing::debug!("{}:{line}: {} changed under the user's hands", path.display(), v.id);
+        }
+        if revisions.iter().any(|v| v.soon) && self.typing.learn_autosave() {
+            self.tags.clear(); // nothing is written under an autosaving editor's typing
+        }
+        let revised: HashSet<usize> = revisions.iter().map(|v| v.marker).collect();
+        let revisions = revisions
+            .into_iter()
+            .map(|v| Draft::new(markers[v.marker].clone(), Some(v.id), now))
+            .collect();
+        let fresh = markers
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| pairs[*i].is_none() && !revised.contains(i) && !m.is_tagged())
+            .map(|(_, m)| m.clone())
+            .filter(|m| !self.provenance.was_not_typed(path, seen.bytes(), m))
+            .collect();
+        (fresh, revisions)
+    }
+
+    /// A file renamed inside the root (itself, or a directory above it) keeps what it had at
+    /// its old paths: their versions in git and Claude's records, the markers found not typed
+    /// there, their last bytes and hash when it has none of its own, and — when the old path
+    /// is gone, a move and not a copy — their asks, which are now its.
+    fn follow_rename(&mut self, change: &Change) {
+        let path = &change.path;
+        let mut to = path.clone();
+        for from in &change.renamed_from {
+            if from == &to || from == path {
+                continue;
+            }
+            self.provenance.renamed(path, &to, from);
+            to = from.clone();
+            self.files.inherit(path, from);
+            if !from.exists() {
+                self.ledger.move_file(&self.files.relative(from), &self.files.relative(path));
+            }
+        }
+    }
+
+    /// Announces the ready asks of a file once it is closed by its writers: recorded, at most
+    /// `room` of them (see [`LivePipeline::announce`]). The file's bytes are left as seen.
+    fn announce_ready(
+        &mut self,
+        seen: &Seen,
+        ready: Vec<Draft>,
+        room: usize,
+        change: &Change,
+        now: Instant,
+    ) -> Vec<Ask> {
+        if !ready.is_empty() && !fsio::wait_closed(&seen.path, now) {
+            // Still open for writing: what it holds may be half an ask. Its writer's close
+            // brings the next change, which looks again.
+            tracing::debug!(
+                "{}: still open for writing by another program; asked when it is closed",
+                seen.path.display()
+            );
+            self.typing.forget(&seen.path);
+            return Vec::new();
+        }
+        self.files.remember(&seen.path, seen.bytes());
+        if ready.is_empty() {
+            return Vec::new();
+        }
+        let ready = self.take_round(ready, room, change);
+        self.announce(seen, ready)
+    }
+
+    /// The first `room` of the ready asks, in file order; the file waits in the backlog for the
+    /// rest.
+    fn take_round(&mut self, mut ready: Vec<Draft>, room: usize, change: &Change) -> Vec<Draft> {
+        if ready.len() > room {
+            ready.truncate(room);
+            self.backlog.push_back(change.clone());
+        }
+        ready
+    }
+
+    /// The drafts of `path` that have settled, announced — if the file still holds exactly
+    /// what they were seen in; otherwise the file is looked at anew.
+    fn ripen(&mut self, path: &Path, now: Instant, settle: Duration, room: usize) -> Vec<Ask> {
+        let Some(source) = self.files.read(path) else {
+            self.typing.forget(path);
+            return Vec::new();
+        };
+        let change =
+            Change { path: path.to_path_buf(), from_git: None, rescan: None, renamed_from: vec![] };
+        if !self.files.is_left_as(path, &source.bytes) {
+            return self.look(&change, room); // changed: its event is on its way too
+        }
+        let Some(seen) = self.seen(path, source) else {
+            self.typing.forget(path);
+            return Vec::new();
+        };
+        let ready = self.typing.take_due(path, now, settle);
+        let ready = self.take_round(ready, room, &change);
+        self.announce(&seen, ready)
+    }
+
+    /// Records the ready markers as asks — new ones with new ids (unless another server on the
+    /// root just did), revisions under the id they had. Nothing is written yet: the ids go into
+    /// the file once the asks reached the client ([`LivePipeline::delivered`]). A file that
+    /// cannot be tagged (read-only, several hard links, or too large for one more tag) gets
+    /// untagged asks, recorded, so once.
+    fn announce(&mut self, seen: &Seen, ready: Vec<Draft>) -> Vec<Ask> {
+        let mode = self.ledger.mode;
+        let taggable = mode == TagMode::File && taggable(seen, ready.len());
+        let with_id = taggable || mode == TagMode::Never;
+        let (claimed, revised) = self.ledger.record(&seen.found(), ready, with_id);
+        let stamped = taggable && !self.typing.autosaves();
+        let ask = |marker, revised| Ask {
+            path: seen.path.clone(),
+            file: seen.file.clone(),
+            marker,
+            stamped,
+            revised,
+        };
+        let mut asks: Vec<Ask> = claimed.into_iter().map(|m| ask(m, false)).collect();
+        asks.extend(revised.into_iter().map(|m| ask(m, true)));
+        asks.sort_by_key(|a| a.marker.line);
+        asks
+    }
+}
+
+/// True if a tag can be written into the file at all: writable, one name, and room under the
+/// size limit for `n` more tags. (What only the write itself can tell — metadata a new file
+/// cannot keep — shows when the tag is written.)
+fn taggable(seen: &Seen, n: usize) -> bool {
+    let tags = n as u64 * MarkerId::TAG_LEN as u64;
+    let why = if seen.source.bytes.len() as u64 + tags > fsio::MAX_FILE_SIZE {
+        Some("a tag would pass the size limit")
+    } else {
+        fsio::cannot_replace(&seen.path, &seen.source.metadata)
+    };
+    if let Some(why) = why {
+        tracing::debug!("{}: not tagged: {why}", seen.path.display());
+    }
+    why.is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::live::testing::live;
+    use crate::watch::Change;
+
+    /// A file another program still has open for writing is left alone and nothing is
+    /// announced; the change its close brings stamps it — even with no byte written since.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_being_written_is_stamped_when_its_writer_closes() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.files.root.join("a.py");
+        let mut writer = std::fs::File::create(&p).unwrap();
+        writer.write_all(b"# @claude slow\n").unwrap();
+        assert!(live.process(&p, None).is_empty(), "announced while being written");
+        assert!(live.ledger.asks.snapshot().is_empty());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude slow\n");
+        drop(writer);
+        // The close that ends the writing: ours, or that of a copy a fork elsewhere made.
+        crate::test_support::wait_closed(&p);
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1);
+        assert!(asks[0].stamped);
+        assert!(std::fs::read_to_string(&p).unwrap().starts_with("# @claude[fw-"));
+    }
+
+    /// No room to deliver: the marker stays untagged, unrecorded, and its file waits in the
+    /// backlog for the next round.
+    #[test]
+    fn no_room_no_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.files.root.join("a.py");
+        crate::test_support::write(&p, "# @claude later\n").unwrap();
+        let change = Change { path: p.clone(), from_git: None, rescan: None, renamed_from: vec![] };
+        assert!(live.process_change(&change, 0).is_empty());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude later\n");
+        assert!(live.ledger.asks.snapshot().is_empty());
+        let next = live.backlog(1).expect("the file in the backlog");
+        assert_eq!(next.len(), 1, "found when there is room again");
+    }
+}

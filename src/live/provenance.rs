@@ -1,0 +1,530 @@
+//! What the user did not type: markers on lines git holds a version of (a checkout, a merge, a
+//! stash brought them), on lines Claude's own file tools wrote (as its hooks recorded them),
+//! and what a file renamed inside the root had at its old paths. What is left is the user's;
+//! a paragraph ask is cut to the lines written with it.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+use crate::claude_writes::ClaudeWrites;
+use crate::git::{self, GitLines, GitWindow};
+use crate::languages::Language;
+use crate::lines::line_start;
+use crate::scan::Marker;
+use crate::stamp;
+
+use super::files::Seen;
+
+/// How many renames [`Renames`] keeps.
+const RENAMES: usize = 4096;
+
+/// Where a file's lines came from, when not from the user's hands.
+pub(super) struct Provenance {
+    /// What git could have written into a file: no process spawned per save.
+    pub(super) git: GitLines,
+    /// What Claude's own file tools wrote (recorded by its hooks).
+    pub(super) claude: ClaudeWrites,
+    /// Untagged markers the user did not type (git brought them, Claude wrote them), by file
+    /// and line key: not announced this run.
+    not_typed: HashSet<(PathBuf, u64)>,
+    /// Where files renamed inside the root were before.
+    renames: Renames,
+}
+
+impl Provenance {
+    pub fn new() -> Self {
+        Provenance {
+            git: GitLines::new(),
+            claude: ClaudeWrites::new(),
+            not_typed: HashSet::new(),
+            renames: Renames::default(),
+        }
+    }
+
+    /// The markers of `fresh` (new in the file `seen`) that the user typed: not on a line
+    /// Claude's tools wrote, nor on one git holds (with `window`, in its history too), each cut
+    /// to the lines written with it (`previous`: the file's bytes when last seen). The others
+    /// stay quiet for the rest of the run.
+    pub fn typed(
+        &mut self,
+        seen: &Seen,
+        mut fresh: Vec<Marker>,
+        window: Option<&GitWindow>,
+        previous: Option<&[u8]>,
+    ) -> Vec<Marker> {
+        let (path, bytes) = (seen.path.as_path(), seen.bytes());
+        if !fresh.is_empty() {
+            fresh = self.drop_claude_lines(path, bytes, fresh);
+        }
+        if !fresh.is_empty() {
+            fresh = self.drop_git_lines(path, bytes, fresh, window);
+        }
+        if !fresh.is_empty() {
+            let old_lines = self.old_lines(path, previous);
+            fresh = cut_to_new_lines(seen.lang, bytes, fresh, &old_lines);
+        }
+        fresh
+    }
+
+    /// True if `m` was found not typed before, in this file or at a path it was renamed from.
+    pub fn was_not_typed(&self, path: &Path, bytes: &[u8], m: &Marker) -> bool {
+        let key = git::line_key(&line_of(bytes, m));
+        self.renames.chain(path).iter().any(|p| self.not_typed.contains(&(p.clone(), key)))
+    }
+
+    /// `path` was renamed from `from` (by way of `to`, the newer name of a chain of renames):
+    /// it keeps that path's versions in git, Claude's records and the markers found not typed
+    /// there.
+    pub fn renamed(&mut self, path: &Path, to: &Path, from: &Path) {
+        self.renames.insert(to, from);
+        let keys: Vec<u64> =
+            self.not_typed.iter().filter(|(p, _)| p == from).map(|(_, k)| *k).collect();
+        self.not_typed.extend(keys.into_iter().map(|k| (path.to_path_buf(), k)));
+    }
+
+    /// The lines the file held before: at `HEAD` (its own path's and those it was renamed
+    /// from) and in the version we last saw (`previous`).
+    fn old_lines(&mut self, path: &Path, previous: Option<&[u8]>) -> OldLines {
+        let paths = self.renames.chain(path);
+        let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        let git = self.git.head_lines(&paths);
+        let seen = previous.map(git::line_keys).unwrap_or_default();
+        OldLines { git, seen }
+    }
+
+    /// Drops the markers that arrived through git rather than from the user's hands: their
+    /// trigger line is in a version of the file (or of a path it was renamed from) that git
+    /// holds; with `window` (it changed while git held its lock), in its history too (see
+    /// [`GitLines::held`]).
+    fn drop_git_lines(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        fresh: Vec<Marker>,
+        window: Option<&GitWindow>,
+    ) -> Vec<Marker> {
+        let paths = self.renames.chain(path);
+        let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        let keys: HashSet<u64> = fresh.iter().map(|m| git::line_key(&line_of(bytes, m))).collect();
+        let held = self.git.held(&paths, window, &keys);
+        self.drop_not_typed(path, bytes, fresh, &held, "from git")
+    }
+
+    /// Drops the markers on lines Claude's own file tools wrote (as its hooks recorded them,
+    /// for the file or a path it was renamed from).
+    fn drop_claude_lines(&mut self, path: &Path, bytes: &[u8], fresh: Vec<Marker>) -> Vec<Marker> {
+        let written: HashSet<u64> =
+            self.renames.chain(path).iter().flat_map(|p| self.claude.lines(p)).collect();
+        self.drop_not_typed(path, bytes, fresh, &written, "written by Claude")
+    }
+
+    /// Drops the markers whose line's key is in `keys`, remembering them as not typed.
+    fn drop_not_typed(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        mut fresh: Vec<Marker>,
+        keys: &HashSet<u64>,
+        why: &str,
+    ) -> Vec<Marker> {
+        fresh.retain(|m| {
+            let key = git::line_key(&line_of(bytes, m));
+            let not_typed = keys.contains(&key);
+            if not_typed {
+                tracing::debug!("{}:{}: {why}, not announced", path.display(), m.line);
+                self.not_typed.insert((path.to_path_buf(), key));
+            }
+            !not_typed
+        });
+        fresh
+    }
+}
+
+/// What a file held before this change, by line key ([`git::line_key`]).
+struct OldLines {
+    /// At `HEAD` (shared with git's cache: not copied per save).
+    git: Vec<git::Lines>,
+    /// The lines of the version we last saw.
+    seen: HashSet<u64>,
+}
+
+impl OldLines {
+    fn is_empty(&self) -> bool {
+        self.git.iter().all(|g| g.is_empty()) && self.seen.is_empty()
+    }
+
+    /// True if the file held `line` before.
+    fn contains(&self, line: &[u8]) -> bool {
+        let key = git::line_key(line);
+        self.git.iter().any(|g| g.contains(&key)) || self.seen.contains(&key)
+    }
+}
+
+/// Where files renamed inside the root were before (new path → old path), for the latest
+/// renames: what tells a moved file's old lines from new ones on its later saves too.
+#[derive(Default)]
+struct Renames {
+    from: HashMap<PathBuf, PathBuf>,
+    order: VecDeque<PathBuf>,
+}
+
+impl Renames {
+    fn insert(&mut self, to: &Path, from: &Path) {
+        if self.from.insert(to.to_path_buf(), from.to_path_buf()).is_none() {
+            self.order.push_back(to.to_path_buf());
+        }
+        while self.order.len() > RENAMES {
+            if let Some(oldest) = self.order.pop_front() {
+                self.from.remove(&oldest);
+            }
+        }
+    }
+
+    /// `path`, then the paths it had before, newest first (a few at most, no cycles).
+    fn chain(&self, path: &Path) -> Vec<PathBuf> {
+        let mut chain = vec![path.to_path_buf()];
+        while let Some(from) = self.from.get(chain.last().unwrap_or(&PathBuf::new())) {
+            if chain.contains(from) || chain.len() > 8 {
+                break;
+            }
+            chain.push(from.clone());
+        }
+        chain
+    }
+}
+
+/// A paragraph ask ends before the first of its continuation lines that the file already held
+/// (a `// SAFETY:` note, a licence header, a doc comment the ask was written above): only the
+/// lines written with the ask are the ask. A paragraph whose first line is old too was there
+/// before (a dormant ask) and is kept whole.
+fn cut_to_new_lines(
+    lang: &Language,
+    src: &[u8],
+    fresh: Vec<Marker>,
+    old: &OldLines,
+) -> Vec<Marker> {
+    fresh
+        .into_iter()
+        .map(|m| {
+            if old.is_empty() || old.contains(&line_of(src, &m)) {
+                return m;
+            }
+            stamp::cut_before_old_lines(lang, src, &m, |l| old.contains(l))
+        })
+        .collect()
+}
+
+/// The whole line holding the marker's trigger, without its line ending: what git's versions
+/// of the file are searched for (a multi-line ask is known by its first line).
+fn line_of(src: &[u8], m: &Marker) -> Vec<u8> {
+    let at = m.insert_at;
+    let start = line_start(src, at);
+    let end = memchr::memchr(b'\n', &src[at..]).map_or(src.len(), |i| at + i);
+    let line = &src[start..end];
+    line.strip_suffix(b"\r").unwrap_or(line).to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::asks::{Asks, TagMode};
+    use crate::claude_writes::ClaudeWrites;
+    use crate::live::testing::{live, live_at, resolve, scanner};
+    use crate::live::LivePipeline;
+    use crate::scan::DEFAULT_TRIGGER;
+    use crate::test_support::git_in;
+    use crate::watch::Change;
+
+    /// A multi-line ask committed in HEAD is git's, known by its first line.
+    #[test]
+    fn multi_line_asks_from_head_are_not_announced() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let root = live.files.root.clone();
+        let git = |args: &[&str]| git_in(&root, args);
+        git(&["init", "-q"]);
+        let p = root.join("a.rs");
+        crate::test_support::write(&p, "/* @claude committed\n   over two lines */\nfn a() {}\n")
+            .unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-qm", "x"]);
+        crate::test_support::write(
+            &p,
+            "/* @claude committed\n   over two lines */\nfn a() {}\n// @claude new\n",
+        )
+        .unwrap();
+        let asks = live.process(&p, None);
+        let texts: Vec<&str> = asks.iter().map(|a| a.marker.text.as_str()).collect();
+        assert_eq!(texts, ["@claude new"]);
+    }
+
+    /// A repository deleted and cloned again at the same place: its files' markers are the
+    /// clone's commits, not the user's, although the reader started for the old repository is
+    /// still running (in a directory that is gone).
+    #[test]
+    fn a_repository_cloned_again_in_place_is_read_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let sub = live.files.root.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        git_in(&sub, &["init", "-q"]);
+        let p = sub.join("a.py");
+        crate::test_support::write(&p, "x = 1\n").unwrap();
+        git_in(&sub, &["add", "."]);
+        git_in(&sub, &["commit", "-qm", "one"]);
+        crate::test_support::write(&p, "x = 1\n# @claude mine\n").unwrap();
+        assert_eq!(live.process(&p, None).len(), 1);
+        assert_eq!(live.provenance.git.processes_started(), 2, "the two cat-file readers");
+
+        let upstream = tempfile::tempdir().unwrap();
+        let theirs = upstream.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        git_in(&theirs, &["init", "-q"]);
+        crate::test_support::write(theirs.join("a.py"), "# @claude injected\n").unwrap();
+        git_in(&theirs, &["add", "."]);
+        git_in(&theirs, &["commit", "-qm", "theirs"]);
+        std::fs::remove_dir_all(&sub).unwrap();
+        git_in(&live.files.root, &["clone", "-q", theirs.to_str().unwrap(), "sub"]);
+        let texts: Vec<String> =
+            live.process(&p, None).into_iter().map(|a| a.marker.text).collect();
+        assert!(texts.is_empty(), "a marker of the clone's commit was announced: {texts:?}");
+    }
+
+    /// Saves in a repository start git's two readers once, not a process each (one is started
+    /// again after git wrote its index: it reads the index once); git's lines follow `HEAD` as
+    /// it moves: a commit, refs packed, a detached `HEAD`, a linked worktree.
+    #[test]
+    fn saves_spawn_no_git_and_follow_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let root = live.files.root.clone();
+        git_in(&root, &["init", "-q"]);
+        let p = root.join("a.py");
+        crate::test_support::write(&p, "x = 1\n").unwrap();
+        git_in(&root, &["add", "."]);
+        git_in(&root, &["commit", "-qm", "one"]);
+        for i in 0..5 {
+            crate::test_support::write(&p, format!("x = 1\n# @claude ask {i}\n")).unwrap();
+            assert_eq!(live.process(&p, None).len(), 1, "save {i}");
+        }
+        assert_eq!(live.provenance.git.processes_started(), 2, "a git process per save");
+        // Untracked, with a space in its name: git answers `HEAD:b c.py missing`.
+        let spaced = root.join("b c.py");
+        for i in 0..3 {
+            crate::test_support::write(&spaced, format!("# @claude spaced {i}\n")).unwrap();
+            assert_eq!(live.process(&spaced, None).len(), 1, "spaced save {i}");
+        }
+        assert_eq!(
+            live.provenance.git.processes_started(),
+            2,
+            "a git process per save of a spaced name"
+        );
+        let mut head_moves = |commit: &str, setup: &dyn Fn()| {
+            crate::test_support::write(&p, format!("# @claude {commit}\n")).unwrap();
+            git_in(&root, &["commit", "-qam", commit]);
+            setup();
+            crate::test_support::write(&p, format!("# @claude {commit}\ny = 2\n")).unwrap();
+            assert!(live.process(&p, None).is_empty(), "{commit}: git's marker announced");
+        };
+        head_moves("committed", &|| {});
+        head_moves("packed", &|| drop(git_in(&root, &["pack-refs", "--all", "--prune"])));
+        git_in(&root, &["checkout", "-q", "--detach"]);
+        head_moves("detached", &|| {});
+        // One reader started again per index git wrote (three commits, one checkout).
+        assert!(
+            live.provenance.git.processes_started() <= 2 + 4,
+            "{}",
+            live.provenance.git.processes_started()
+        );
+        // A linked worktree: its own HEAD, refs in the main repository's git directory.
+        let other = tempfile::tempdir().unwrap();
+        let wt = other.path().canonicalize().unwrap().join("wt");
+        git_in(&root, &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+        let mut in_wt = live_at(&wt);
+        let q = wt.join("a.py");
+        crate::test_support::write(&q, "# @claude detached\n# @claude in the worktree\n").unwrap();
+        git_in(&wt, &["commit", "-qam", "side"]);
+        git_in(&wt, &["pack-refs", "--all", "--prune"]);
+        crate::test_support::write(
+            &q,
+            "# @claude detached\n# @claude in the worktree\n# @claude new\n",
+        )
+        .unwrap();
+        let texts: Vec<String> =
+            in_wt.process(&q, None).into_iter().map(|a| a.marker.text).collect();
+        assert_eq!(texts, ["@claude new"]);
+    }
+
+    /// A file moved inside the root keeps what its old path had: a marker committed there is
+    /// git's (its new path is untracked), an ask recorded there is the same ask (`--tag
+    /// never`, the record moved with the file), and the bytes last seen there are not new. A
+    /// file the move left a copy of (an editor's backup dance) keeps its own records.
+    #[test]
+    fn a_moved_file_keeps_what_its_old_path_had() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        git_in(&root, &["init", "-q"]);
+        let asks = Asks::with_ledger_in(state.path(), &root, DEFAULT_TRIGGER).unwrap();
+        let mut live = LivePipeline::with_asks(root.clone(), scanner(), TagMode::Never, asks);
+        let committed = root.join("committed.py");
+        crate::test_support::write(
+            &committed,
+            "# @claude theirs
+",
+        )
+        .unwrap();
+        git_in(&root, &["add", "."]);
+        git_in(&root, &["commit", "-qm", "theirs"]);
+        let old = root.join("old.py");
+        crate::test_support::write(
+            &old,
+            "x = 1
+# @claude mine
+",
+        )
+        .unwrap();
+        let id = live.process(&old, None)[0].id().unwrap();
+        let moved = |live: &mut LivePipeline, from: &Path, to: &Path| {
+            std::fs::rename(from, to).unwrap();
+            let change = Change {
+                path: to.to_path_buf(),
+                from_git: None,
+                rescan: None,
+                renamed_from: vec![from.to_path_buf()],
+            };
+            let asks = live.process_change(&change, usize::MAX);
+            live.delivered(&asks);
+            asks
+        };
+        let new = root.join("sub/new.py");
+        std::fs::create_dir(root.join("sub")).unwrap();
+        assert!(moved(&mut live, &old, &new).is_empty(), "the same ask, announced again");
+        assert_eq!(live.scanned(), 1, "the same bytes, scanned again");
+        assert_eq!(live.ledger.asks.by_id(id).unwrap().file, "sub/new.py");
+        let theirs = root.join("theirs.py");
+        assert!(moved(&mut live, &committed, &theirs).is_empty(), "git's marker announced");
+        // Later saves of the moved files: still git's, still the same ask; a new ask is new.
+        crate::test_support::write(
+            &theirs,
+            "# @claude theirs
+x = 2
+",
+        )
+        .unwrap();
+        assert!(live.process(&theirs, None).is_empty(), "git's marker announced on a save");
+        crate::test_support::write(
+            &new,
+            "x = 1
+# @claude mine
+# @claude more
+",
+        )
+        .unwrap();
+        let texts: Vec<String> =
+            live.process(&new, None).into_iter().map(|a| a.marker.text).collect();
+        assert_eq!(texts, ["@claude more"]);
+        // The backup dance: renamed to a backup, the file written anew; the records stay.
+        let backup = root.join("sub/new.py.bak.py");
+        std::fs::copy(&new, &backup).unwrap();
+        let change = Change {
+            path: backup.clone(),
+            from_git: None,
+            rescan: None,
+            renamed_from: vec![new.clone()],
+        };
+        live.process_change(&change, usize::MAX);
+        assert_eq!(
+            live.ledger.asks.by_id(id).unwrap().file,
+            "sub/new.py",
+            "the record left its file"
+        );
+    }
+
+    /// A marker on a line Claude's file tools wrote (recorded by its hook) is not announced, on
+    /// this save or a later one; the user's ask saved with it is, once.
+    #[test]
+    fn a_marker_claude_wrote_is_not_an_ask() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        live.provenance.claude = ClaudeWrites::in_dir(state.path());
+        let p = live.files.root.join("a.py");
+        live.provenance.claude.record(&p, &["# @claude follow-up: did that work?"]);
+        crate::test_support::write(
+            &p,
+            "# @claude follow-up: did that work?
+# @claude mine
+",
+        )
+        .unwrap();
+        let texts: Vec<String> =
+            live.process(&p, None).into_iter().map(|a| a.marker.text).collect();
+        assert_eq!(texts, ["@claude mine"]);
+        let now = std::fs::read_to_string(&p).unwrap();
+        crate::test_support::write(
+            &p,
+            format!(
+                "{now}x = 1
+"
+            ),
+        )
+        .unwrap();
+        assert!(live.process(&p, None).is_empty(), "Claude's marker announced on a later save");
+    }
+
+    /// An ask written right above comments that were already there is only its own lines:
+    /// it is announced so, and resolving it gives back the original file, byte for byte.
+    #[test]
+    fn an_ask_is_only_the_lines_written_with_it() {
+        let originals = [
+            (
+                "safety.rs",
+                "fn f() {\n    // SAFETY: the pointer is valid\n    unsafe { g() }\n}\n",
+                1,
+                "    // @claude is this sound?\n    // think about aliasing\n",
+            ),
+            (
+                "licence.py",
+                "# Copyright 2024 Alice\n# SPDX-License-Identifier: MIT\nimport os\n",
+                0,
+                "# @claude check the licence year\n",
+            ),
+            (
+                "doc.rs",
+                "/// Adds one.\n/// Panics never.\nfn inc(x: u8) -> u8 { x + 1 }\n",
+                0,
+                "// @claude overflow?\n// at 255\n",
+            ),
+            (
+                "todo.go",
+                "package a\n\n// TODO(alice): remove\nvar x = 1\n",
+                2,
+                "// @claude who is alice?\n",
+            ),
+        ];
+        for (name, original, at, ask) in originals {
+            let dir = tempfile::tempdir().unwrap();
+            let mut live = live(dir.path());
+            let p = live.files.root.join(name);
+            crate::test_support::write(&p, original).unwrap();
+            assert!(live.process(&p, None).is_empty(), "{name}: no ask yet");
+            let mut lines: Vec<&str> = original.split_inclusive('\n').collect();
+            lines.insert(at, ask);
+            crate::test_support::write(&p, lines.concat()).unwrap();
+            let asks = live.process(&p, None);
+            assert_eq!(asks.len(), 1, "{name}");
+            let want: Vec<&str> =
+                ask.lines().map(|l| l.trim_start().trim_start_matches(['/', '#']).trim()).collect();
+            assert_eq!(asks[0].marker.text, want.join("\n"), "{name}");
+            assert_eq!(
+                asks[0].marker.end_line - asks[0].marker.line + 1,
+                ask.lines().count(),
+                "{name}"
+            );
+            resolve(&live, asks[0].id().unwrap());
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), original, "{name}: resolve took more");
+        }
+    }
+}

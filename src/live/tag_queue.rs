@@ -1,0 +1,259 @@
+//! The tag queue: asks that reached the client wait here for their file to be quiet (no change
+//! for the quiet time, `--settle`), then get their ids written into it — so that no tag lands
+//! under an editor's unsaved typing and nothing is tagged that nobody heard. A write that loses
+//! to the user waits for the next quiet moment.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::error::Problem;
+use crate::fsio::{self, WriteError};
+use crate::id::MarkerId;
+use crate::stamp;
+
+use super::{Ask, LivePipeline};
+
+/// Asks that reached the client and wait for their file to be quiet to get their tags.
+struct TagLater {
+    ids: Vec<MarkerId>,
+    due: Instant,
+}
+
+/// Delivered asks waiting for their tags, by file.
+#[derive(Default)]
+pub(super) struct TagQueue {
+    later: HashMap<PathBuf, TagLater>,
+    /// How long a file must be quiet before a tag is written into it (zero: at once).
+    quiet: Duration,
+}
+
+impl TagQueue {
+    /// A queue that writes a file's tags once it was quiet for `quiet`.
+    pub fn new(quiet: Duration) -> Self {
+        TagQueue { later: HashMap::new(), quiet }
+    }
+
+    /// The asks reached the client: those to be tagged get their tags once their file is quiet.
+    pub fn push(&mut self, asks: &[Ask]) {
+        let due = Instant::now() + self.quiet;
+        for ask in asks.iter().filter(|a| a.stamped) {
+            let Some(id) = ask.id() else { continue };
+            let later =
+                self.later.entry(ask.path.clone()).or_insert(TagLater { ids: Vec::new(), due });
+            later.ids.push(id);
+            later.due = due;
+        }
+    }
+
+    /// `path` changed at `now`: its tags wait for the quiet after this change.
+    pub fn changed(&mut self, path: &Path, now: Instant) {
+        if let Some(later) = self.later.get_mut(path) {
+            later.due = now + self.quiet;
+        }
+    }
+
+    /// Gives up every tag owed: nothing is written under an autosaving editor's typing.
+    pub fn clear(&mut self) {
+        self.later.clear();
+    }
+
+    /// When the next file's tags fall due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.later.values().map(|t| t.due).min()
+    }
+
+    /// The files whose tags are due at `now`.
+    fn due(&self, now: Instant) -> Vec<PathBuf> {
+        self.later.iter().filter(|(_, t)| t.due <= now).map(|(p, _)| p.clone()).collect()
+    }
+}
+
+impl LivePipeline<'_> {
+    /// The asks reached the client: those to be tagged get their tags once their file is quiet.
+    pub fn delivered(&mut self, asks: &[Ask]) {
+        self.tags.push(asks);
+    }
+
+    /// Writes the tags whose file has been quiet long enough (all, with no quiet time);
+    /// returns the ids written.
+    pub(super) fn write_due_tags(&mut self, now: Instant) -> HashSet<MarkerId> {
+        let mut written = HashSet::new();
+        for path in self.tags.due(now) {
+            written.extend(self.write_tags(&path));
+        }
+        written
+    }
+
+    /// Writes every tag still owed, whatever the time (the run is ending); returns the ids
+    /// written.
+    pub fn write_all_tags(&mut self) -> HashSet<MarkerId> {
+        let paths: Vec<PathBuf> = self.tags.later.keys().cloned().collect();
+        let written = paths.iter().flat_map(|path| self.write_tags(path)).collect();
+        self.files.let_go();
+        written
+    }
+
+    /// Writes the tags owed to `path`: the untagged markers that are those asks get their ids.
+    /// If the user wrote the file meanwhile, the tags wait for the next quiet moment (the
+    /// user's write wins, and brings its own change); if the file cannot be written, they are
+    /// given up (the asks are recorded: once).
+    fn write_tags(&mut self, path: &Path) -> Vec<MarkerId> {
+        let Some(later) = self.tags.later.remove(path) else { return Vec::new() };
+        tracing::debug!("{}: writing {} tag(s)", path.display(), later.ids.len());
+        let Some(seen) = self.read_file(path) else { return Vec::new() }; // gone: nothing owed
+        let owed: HashSet<MarkerId> = later.ids.iter().copied().collect();
+        let stamps = self.ledger.stamps_owed(&seen.found(), &owed);
+        if stamps.is_empty() {
+            tracing::debug!("{}: no tag owed any more", path.display());
+            return Vec::new(); // resolved, deleted, or tagged already
+        }
+        let stamped = stamp::splice(seen.bytes(), &stamps);
+        if stamped.len() as u64 > fsio::MAX_FILE_SIZE {
+            tracing::debug!("{}: a tag would pass the size limit; not tagged", path.display());
+            return Vec::new();
+        }
+        #[cfg(test)]
+        if let Some(hook) = self.before_stamp.as_mut() {
+            hook(path);
+        }
+        match self.files.replace(path, seen.bytes(), &stamped) {
+            Ok(()) => {
+                tracing::debug!("{}: tagged {} ask(s)", path.display(), stamps.len());
+                self.files.remember(path, &stamped);
+                stamps.iter().map(|s| s.id).collect()
+            }
+            Err(e) if is_conflict(&e) => {
+                // Whatever caused it brings the next change, and the tags wait for the quiet
+                // after it. Nor are these bytes "seen" as left: the next change looks again.
+                tracing::debug!("{e}; tagged when it is quiet again");
+                self.files.look_again(path);
+                let due = Instant::now() + self.tags.quiet.max(Duration::from_millis(50));
+                self.tags.later.insert(path.to_path_buf(), TagLater { due, ..later });
+                Vec::new()
+            }
+            Err(e) => {
+                Problem::Write(e).log();
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// A write that lost to the user: the file changed, is still being written (open for writing
+/// by another program), or is gone from its path (deleted, renamed away with its directory,
+/// replaced by a directory or a symlink). Its new state brings its own event (a writer's close
+/// does).
+fn is_conflict(e: &WriteError) -> bool {
+    match e {
+        WriteError::Conflict { .. } | WriteError::Busy { .. } | WriteError::NotRegular { .. } => {
+            true
+        }
+        WriteError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::fsio;
+    use crate::live::testing::live;
+
+    /// A file that vanishes (or turns into a directory) after its ask was announced, before
+    /// the tag is written: nothing is written at the path, and the ask is not announced again.
+    #[test]
+    fn a_file_gone_before_its_tag_gets_nothing_written() {
+        for replace_with_dir in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut live = live(dir.path());
+            let p = live.files.root.join("a.py");
+            crate::test_support::write(&p, "# @claude one\n").unwrap();
+            live.before_stamp = Some(Box::new(move |path: &Path| {
+                std::fs::remove_file(path).unwrap();
+                if replace_with_dir {
+                    std::fs::create_dir(path).unwrap();
+                }
+            }));
+            let asks = live.process(&p, None);
+            assert_eq!(asks.len(), 1, "dir: {replace_with_dir}");
+            assert!(!asks[0].stamped, "dir: {replace_with_dir}");
+            assert_eq!(p.is_dir(), replace_with_dir, "something was written at the path");
+            assert!(live.process(&p, None).is_empty(), "dir: {replace_with_dir}: asked again");
+        }
+    }
+
+    /// Our tag never takes a file past the size limit: such a file's ask goes out untagged,
+    /// once, and the file stays readable.
+    #[test]
+    fn a_tag_never_crosses_the_size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.files.root.join("big.py");
+        let mut text = "# @claude too big to tag\n".to_string();
+        while text.len() < fsio::MAX_FILE_SIZE as usize - 5 {
+            text.push_str("x = 1\n");
+        }
+        text.truncate(fsio::MAX_FILE_SIZE as usize - 5);
+        crate::test_support::write(&p, &text).unwrap();
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1);
+        assert!(!asks[0].stamped && asks[0].id().is_none());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
+        crate::test_support::write(&p, &text).unwrap();
+        live.files.last_seen.clear();
+        assert!(live.process(&p, None).is_empty(), "announced twice");
+    }
+
+    /// A tag undone by a conflict that left the same bytes at the path (here a directory of
+    /// the path swapped for a copy of itself; on Linux also a lease broken by an open for
+    /// writing that writes nothing, like `touch`): the ask stays announced once, and the next
+    /// change writes its tag — it does not find the file "unchanged since we left it".
+    #[cfg(unix)] // Windows: the directory held beneath the root cannot be renamed (sharing)
+    #[test]
+    fn a_conflict_that_changed_no_byte_still_gets_its_tag() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let sub = live.files.root.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let p = sub.join("a.py");
+        crate::test_support::write(&p, "# @claude after a conflict\n").unwrap();
+        let mut once = true;
+        live.before_stamp = Some(Box::new(move |path: &Path| {
+            if std::mem::take(&mut once) {
+                let sub = path.parent().unwrap();
+                std::fs::rename(sub, sub.with_file_name("sub.old")).unwrap();
+                std::fs::create_dir(sub).unwrap();
+                crate::test_support::write(path, "# @claude after a conflict\n").unwrap();
+            }
+        }));
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1, "announced once");
+        assert!(!asks[0].stamped, "tagged through a conflict");
+        assert!(live.process(&p, None).is_empty(), "announced again");
+        assert!(
+            std::fs::read_to_string(&p).unwrap().contains("@claude[fw-"),
+            "the tag was dropped after the conflict"
+        );
+    }
+
+    /// A file with several names cannot be stamped safely: its ask goes out untagged, once,
+    /// and both names keep the user's bytes.
+    #[cfg(unix)]
+    #[test]
+    fn a_hard_linked_file_is_announced_once_unstamped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.files.root.join("a.py");
+        crate::test_support::write(&p, "# @claude linked\n").unwrap();
+        std::fs::hard_link(&p, live.files.root.join("b.txt")).unwrap();
+        let asks = live.process(&p, None);
+        assert_eq!(asks.len(), 1);
+        assert!(!asks[0].stamped && asks[0].id().is_none());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude linked\n");
+        crate::test_support::write(&p, "# @claude linked\n").unwrap();
+        live.files.last_seen.clear();
+        assert!(live.process(&p, None).is_empty(), "announced twice");
+    }
+}

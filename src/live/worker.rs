@@ -1,0 +1,325 @@
+//! The one live worker, for `watch` and the server: [`Live`] watches the root and runs a
+//! [`LivePipeline`] on a thread of its own, handing each round of asks to a [`Sink`] (the
+//! terminal, or the MCP server's announcer) and telling the pipeline which reached the client.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::asks::{Asks, TagMode};
+use crate::error::StartError;
+use crate::fsio;
+use crate::languages::LanguageTable;
+use crate::scan::Scanner;
+use crate::watch::{Change, Watch, WatchStats};
+
+use super::{Ask, LivePipeline};
+
+/// How many asks of one file are handed on before the next are claimed: a file with thousands
+/// of markers goes out in rounds, in file order, each only once the one before reached the
+/// client.
+const ROUND: usize = 64;
+
+/// How a live run is set up.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// The directory to watch.
+    pub root: PathBuf,
+    /// Quiet time after a file's last event before it is read.
+    pub debounce: Duration,
+    /// How long a file must be quiet before a tag is written into it; and, on a root whose
+    /// editor saves while its user types, the least time an ask's text must stay unchanged
+    /// before it is announced. Zero: tags at once, and every save is a deliberate one.
+    pub settle: Duration,
+    /// The word that starts an ask.
+    pub trigger: String,
+    /// Where an ask's id goes: into the file, or only into the ledger.
+    pub tag: TagMode,
+}
+
+/// What became of an ask handed to a [`Sink`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// It reached the client (written and flushed to it).
+    Delivered,
+    /// It did not, and nothing more will: the client is gone.
+    Closed,
+}
+
+/// Where the live worker's asks go: the terminal, or the MCP server's announcer.
+pub trait Sink: Send + 'static {
+    /// Hands one ask on, in order, and returns once it reached the client — or could not: an
+    /// ask is tagged only once it was delivered, so a tag on disk is an ask someone heard.
+    fn deliver(&mut self, ask: Ask) -> Delivery;
+
+    /// Hands a round of asks on, in order, and returns how many of them, from the first,
+    /// reached the client (the rest did not, and nothing more will). One at a time unless a
+    /// sink can keep several on their way at once.
+    fn deliver_round(&mut self, asks: &[Ask]) -> usize {
+        asks.iter().take_while(|a| self.deliver((*a).clone()) == Delivery::Delivered).count()
+    }
+}
+
+/// A closure is a sink that has delivered the ask when it returns [`ControlFlow::Continue`]
+/// (the terminal: the write is done).
+impl<F: FnMut(Ask) -> ControlFlow<()> + Send + 'static> Sink for F {
+    fn deliver(&mut self, ask: Ask) -> Delivery {
+        match self(ask) {
+            ControlFlow::Continue(()) => Delivery::Delivered,
+            ControlFlow::Break(()) => Delivery::Closed,
+        }
+    }
+}
+
+/// How long [`Live::stop`] waits for the worker to finish the file at hand. A stamp takes
+/// milliseconds; a worker still busy after this is blocked on a sink nobody reads, and is left.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// A running watch and the worker that turns its changes into asks, handing them to the
+/// [`Sink`] given to [`Live::start`]; when the sink stops listening, the worker ends.
+pub struct Live {
+    asks: Asks,
+    watch: Option<Watch>,
+    worker: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    finished: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Closed (sender dropped) when the worker ends.
+    ended: Receiver<()>,
+}
+
+impl Live {
+    /// Watches the root and starts the worker; returns once every directory is watched.
+    pub fn start(options: &LiveOptions, sink: impl Sink) -> Result<Live, StartError> {
+        Live::launch(options, None, None, sink)
+    }
+
+    /// [`Live::start`] for a process taking the root over from its previous owner (see
+    /// [`crate::owner`]): the files modified since `since` are looked at first, as after lost
+    /// events, so that a save the owner never handled is handled now; what it stamped is
+    /// tagged and stays quiet. `asks`, if given, is the record to share (the server's tools
+    /// already use it).
+    pub fn take_over(
+        options: &LiveOptions,
+        asks: Option<Asks>,
+        since: SystemTime,
+        sink: impl Sink,
+    ) -> Result<Live, StartError> {
+        Live::launch(options, asks, Some(since), sink)
+    }
+
+    fn launch(
+        options: &LiveOptions,
+        asks: Option<Asks>,
+        since: Option<SystemTime>,
+        sink: impl Sink,
+    ) -> Result<Live, StartError> {
+        let scanner = Scanner::new(LanguageTable::builtin(), &options.trigger)?;
+        let (watch, changes) = match since {
+            None => Watch::start(&options.root, options.debounce)?,
+            Some(since) => Watch::start_after(&options.root, options.debounce, since)?,
+        };
+        let root = watch.root().to_path_buf();
+        // The previous owner may have been killed in the middle of a stamp.
+        fsio::remove_leftovers_in_background(&root);
+        let asks = match asks {
+            Some(asks) => asks,
+            None => Asks::for_mode(options.tag, &root, &options.trigger)?,
+        };
+        let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone())
+            .settling(options.settle, crate::state::state_dir().as_deref());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        let (end, ended) = std::sync::mpsc::channel::<()>();
+        let worker = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("pipeline".into())
+                .spawn(move || {
+                    run_live(&mut live, &changes, &stop, sink);
+                    drop((done, end)); // tells `finished` and `stop`
+                })
+                .map_err(StartError::Thread)?
+        };
+        let finished = Some(finished);
+        Ok(Live { asks, watch: Some(watch), worker: Some(worker), stop, finished, ended })
+    }
+
+    /// The asks this run records (shared with the worker).
+    pub fn asks(&self) -> &Asks {
+        &self.asks
+    }
+
+    /// The watched root, canonical.
+    pub fn root(&self) -> &Path {
+        self.watch.as_ref().map_or(Path::new(""), Watch::root)
+    }
+
+    /// What could be watched at start-up.
+    pub fn stats(&self) -> WatchStats {
+        self.watch.as_ref().map(|w| w.stats().clone()).unwrap_or_default()
+    }
+
+    /// Resolves when the worker has ended on its own (its sink stopped listening).
+    pub async fn finished(&mut self) {
+        if let Some(finished) = self.finished.as_mut() {
+            let _ = finished.await;
+        }
+    }
+
+    /// Stops watching, lets the worker finish the file at hand and write the tags it owes (a
+    /// stamp is never left half-done, so no temp file stays behind) and waits for it — at most
+    /// [`STOP_GRACE`]: a worker blocked on a sink nobody reads (a client that stopped reading)
+    /// is left behind.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(watch) = self.watch.take() {
+            watch.stop(); // ends the stream of changes: the worker's wait returns
+        }
+        if let Some(worker) = self.worker.take() {
+            match self.ended.recv_timeout(STOP_GRACE) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    tracing::debug!("the pipeline is blocked on its output; not waiting for it");
+                }
+                _ => {
+                    let _ = worker.join();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The worker's loop: each change as it comes, and what falls due (a draft whose text settled,
+/// a tag whose file is quiet) when it does — no polling, no timer while nothing is owed —
+/// until the changes end, `stop` is set, or the sink breaks. The tags still owed then are
+/// written: their asks were delivered.
+fn run_live(
+    live: &mut LivePipeline,
+    changes: &Receiver<Change>,
+    stop: &AtomicBool,
+    mut sink: impl Sink,
+) {
+    loop {
+        let input = match live.next_due() {
+            None => changes.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(at) => changes.recv_timeout(at.saturating_duration_since(Instant::now())),
+        };
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let asks = match input {
+            Ok(change) => {
+                tracing::debug!("changed: {}", change.path.display());
+                live.process_change(&change, ROUND)
+            }
+            Err(RecvTimeoutError::Timeout) => live.run_due(Instant::now(), ROUND),
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if hand_on(live, &mut sink, asks).is_break() {
+            return;
+        }
+        while let Some(asks) = live.backlog(ROUND) {
+            if hand_on(live, &mut sink, asks).is_break() || stop.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+    live.write_all_tags();
+}
+
+/// Delivers `asks` in order and tells the pipeline which got through;
+/// [`ControlFlow::Break`] once the client is gone.
+fn hand_on(live: &mut LivePipeline, sink: &mut impl Sink, asks: Vec<Ask>) -> ControlFlow<()> {
+    for ask in &asks {
+        tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
+    }
+    let reached = sink.deliver_round(&asks);
+    live.delivered(&asks[..reached]);
+    live.undelivered(&asks[reached..]);
+    if reached < asks.len() {
+        ControlFlow::Break(())
+    } else {
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::git_in as git;
+    use std::sync::mpsc;
+
+    /// Taking a root over looks at the files modified since the standby began: an untagged
+    /// marker saved then fires (once); one the old owner tagged, those git brought (in `HEAD`,
+    /// or from another branch: the old owner saw git's lock, the new one did not) and one in a
+    /// file untouched since before stay quiet.
+    #[test]
+    fn a_takeover_fires_only_the_saves_the_owner_missed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        git(&root, &["init", "-q"]);
+        let old = root.join("old.py");
+        crate::test_support::write(&old, "# @claude dormant, untouched since before\n").unwrap();
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(&old).unwrap().set_modified(hour_ago).unwrap();
+        crate::test_support::write(root.join("committed.py"), "# @claude from a commit\n").unwrap();
+        git(&root, &["add", "committed.py"]);
+        git(&root, &["commit", "-qm", "x"]);
+        // A marker on another branch, which a checkout of that file brings while nobody
+        // watches the git lock: git's too, though not in HEAD.
+        git(&root, &["checkout", "-qb", "other"]);
+        crate::test_support::write(root.join("branch.py"), "# @claude from another branch\n")
+            .unwrap();
+        git(&root, &["add", "branch.py"]);
+        git(&root, &["commit", "-qm", "y"]);
+        git(&root, &["checkout", "-q", "-"]);
+        let since = SystemTime::now() - Duration::from_secs(1);
+        git(&root, &["checkout", "other", "--", "branch.py"]);
+        // Saved while the old owner ran (it tagged the first), or after it died.
+        crate::test_support::write(
+            root.join("tagged.py"),
+            "# @claude[fw-0000abcd] handled by the owner\n",
+        )
+        .unwrap();
+        crate::test_support::write(root.join("missed.py"), "# @claude saved as the owner died\n")
+            .unwrap();
+        crate::test_support::write(root.join("committed.py"), "# @claude from a commit\nx = 1\n")
+            .unwrap();
+
+        let options = LiveOptions {
+            root: root.clone(),
+            debounce: Duration::from_millis(20),
+            settle: Duration::ZERO,
+            trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
+            tag: TagMode::File,
+        };
+        let (tx, rx) = mpsc::channel();
+        let asks = Some(Asks::in_memory());
+        let live = Live::take_over(&options, asks, since, move |ask: Ask| {
+            let _ = tx.send(ask.file);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        // Changes come in the order files fell quiet: the sentinel's ask comes after the rest.
+        crate::test_support::write(root.join("sentinel.py"), "# @claude sentinel\n").unwrap();
+        let mut files = Vec::new();
+        while files.last().map(String::as_str) != Some("sentinel.py") {
+            files.push(rx.recv_timeout(Duration::from_secs(20)).expect("the sentinel's ask"));
+        }
+        live.stop();
+        assert_eq!(files, ["missed.py", "sentinel.py"]);
+    }
+}
