@@ -996,6 +996,75 @@ fn tag_never_with_a_state_directory_it_cannot_write_never_announces_twice() {
     assert_eq!(asks, 1, "both servers announced the ask: {said:?}");
 }
 
+/// Issue 30 (13): a state directory the servers cannot use — a regular file at its path, or
+/// one they cannot write — still gives a root one owner (`--tag file`, which starts anyway):
+/// of two sessions one announces and the other stands by, and each of five asks is announced
+/// once, not once per session.
+#[cfg(unix)]
+#[test]
+fn a_state_directory_that_cannot_be_used_still_gives_a_root_one_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    for case in ["a regular file", "read-only"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let state = outside.path().join("state");
+        let command: fn() -> Option<Command> = match case {
+            "a regular file" => {
+                std::fs::write(&state, "not a directory").unwrap();
+                || Some(Command::new(common::bin()))
+            }
+            _ => {
+                std::fs::create_dir(&state).unwrap();
+                std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o555)).unwrap();
+                unprivileged
+            }
+        };
+        if command().is_none() {
+            eprintln!("{case}: no setpriv to run as another user; skipped");
+            continue;
+        }
+        let mut servers: Vec<Server> = (0..2)
+            .map(|_| {
+                let mut s = Server::spawn(command().unwrap(), &root, &state, Stdio::inherit(), &[]);
+                handshake_any_order(&mut s);
+                s
+            })
+            .collect();
+        let files = ["a.py", "b.py", "c.py", "d.py", "e.py"];
+        for f in files {
+            std::fs::write(root.join(f), format!("# @claude ask in {f}\n")).unwrap();
+        }
+        // Every ask heard by one of them; then a last one, after which nothing more comes.
+        let mut heard = |file: &str| {
+            let deadline = Instant::now() + DEADLINE;
+            loop {
+                if servers.iter().any(|s| !asks_of(&s.notes, file).is_empty()) {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "{case}: {file}'s ask never announced");
+                for s in servers.iter_mut() {
+                    while let Ok(line) = s.lines.try_recv() {
+                        s.notes.push(serde_json::from_str(&line).unwrap());
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10)); // polling two pipes
+            }
+        };
+        for f in files {
+            heard(f);
+        }
+        std::fs::write(root.join("last.py"), "# @claude the last one\n").unwrap();
+        heard("last.py");
+        for f in files {
+            let per_server: Vec<usize> =
+                servers.iter().map(|s| asks_of(&s.notes, f).len()).collect();
+            assert_eq!(per_server.iter().sum::<usize>(), 1, "{case}: {f} announced {per_server:?}");
+        }
+    }
+}
+
 /// The state directory is trusted no more than the tree: a FIFO, or a symlink to `/dev/zero`,
 /// where the owner lock, the owner record, the ledger or its lock is must neither hang the
 /// server (before `initialize`, deaf to stdin EOF) nor be read: it starts, or refuses to and
