@@ -223,6 +223,20 @@ pub enum Problem {
         /// Why.
         source: std::io::Error,
     },
+    /// The owner lock of a root cannot be used in the state directory: it is taken in a
+    /// directory of the user's alone instead, where every session on the root looks for it.
+    #[error(
+        "{path}: cannot use the owner lock ({source}); the root's owner lock is {lock} instead, \
+         so a second session on this root still stands by"
+    )]
+    OwnerLockMoved {
+        /// The lock file in the state directory (or, without a state directory, the root).
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+        /// The lock taken instead.
+        lock: PathBuf,
+    },
     /// Waiting for a root's owner to exit failed: this process stands by for good.
     #[error("{root}: cannot wait for its owner to exit ({source}); not taking over")]
     Takeover {

@@ -5,7 +5,9 @@
 //! @bob` and a Claude session on one root are two audiences, each with its owner) for as long
 //! as it runs; the OS drops the lock when the process ends, however it ends (SIGKILL too), and
 //! a waiting process gets it: that is the takeover. The owner writes who it is next to the lock
-//! (`<key>.owner.json`), for the others to say.
+//! (`<key>.owner.json`), for the others to say. Where the state directory cannot hold the lock
+//! (not writable, a file at its path), the lock lives in a directory of the user's alone
+//! instead ([`crate::sys::private_dir`]): sessions on the root still meet on one lock.
 
 use std::fs::File;
 use std::io::Write;
@@ -119,6 +121,7 @@ pub fn claim(
         None if mode == TagMode::Never => return Err(StartError::NoStateDir),
         None => Err(LockError { path: root.clone(), source: state::no_state_dir() }),
     };
+    let claimed = claimed.or_else(|failed| claim_elsewhere(&root, trigger, command, failed));
     match claimed {
         Ok(claim) => Ok(claim),
         Err(LockError { path, source }) if mode == TagMode::Never => {
@@ -129,6 +132,28 @@ pub fn claim(
             Ok(Claim::Owner(Owner { root, lock: None }))
         }
     }
+}
+
+/// [`claim`] with the lock in a directory of this user's alone outside the state directory
+/// (see [`crate::sys::private_dir`]), when the state directory's lock `failed`: every session
+/// on the root fails alike there and meets here, so the root still has one owner. `failed`
+/// if that cannot be had either.
+fn claim_elsewhere(
+    root: &Path,
+    trigger: &str,
+    command: &str,
+    failed: LockError,
+) -> Result<Claim, LockError> {
+    let nor = |what: String, kind| LockError {
+        path: failed.path.clone(),
+        source: std::io::Error::new(kind, format!("{}; nor {what}", failed.source)),
+    };
+    let elsewhere = crate::sys::private_dir().map_err(|e| nor(e.to_string(), e.kind()))?;
+    let claim = claim_in(&elsewhere, root, trigger, command)
+        .map_err(|e| nor(format!("{}: {}", e.path.display(), e.source), e.source.kind()))?;
+    let lock = Place::new(&elsewhere, root, trigger).file("owner.lock");
+    Problem::OwnerLockMoved { path: failed.path, source: failed.source, lock }.log();
+    Ok(claim)
 }
 
 /// [`claim`] with the lock in the state directory `dir`, for a canonical `root`.

@@ -231,6 +231,48 @@ pub fn process_alive(pid: u32) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// A directory for this user alone, outside the state directory, for what must work when that
+/// one cannot be used (the owner lock): `$XDG_RUNTIME_DIR/filewatch-mcp` (a per-user tmpfs
+/// where systemd makes one), else `filewatch-mcp-<uid>` in the temp directory. Made mode
+/// 0700 if missing; one that is not a real directory of ours that only we can enter (another
+/// user's planted in a shared `/tmp`, a symlink) is refused, and the next place is tried.
+pub fn private_dir() -> io::Result<std::path::PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .map(|p| p.join("filewatch-mcp"));
+    let temp = std::env::temp_dir().join(format!("filewatch-mcp-{uid}"));
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no private directory");
+    for dir in runtime.into_iter().chain([temp]) {
+        match make_private(&dir, uid) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last = io::Error::new(e.kind(), format!("{}: {e}", dir.display())),
+        }
+    }
+    Err(last)
+}
+
+/// Makes `dir` (mode 0700) unless it exists, and checks that it is a directory (not a
+/// symlink) that `uid` owns and nobody else may enter.
+fn make_private(dir: &Path, uid: libc::uid_t) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "not a directory of this user's alone; not used",
+        ));
+    }
+    Ok(())
+}
+
 /// True if this process's user owns the file.
 pub fn owned_by_me(meta: &Metadata) -> bool {
     // SAFETY: geteuid has no preconditions.

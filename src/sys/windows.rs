@@ -178,6 +178,20 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// A directory for this user alone, outside the state directory, for what must work when that
+/// one cannot be used (the owner lock): `filewatch-mcp` in the user's temp directory
+/// (`%TEMP%`, under the user's profile). A reparse point there is refused.
+pub fn private_dir() -> io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join("filewatch-mcp");
+    std::fs::create_dir_all(&dir)?;
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.file_type().is_symlink() {
+        let e = io::Error::new(io::ErrorKind::PermissionDenied, "not a plain directory");
+        return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display())));
+    }
+    Ok(dir)
+}
+
 /// Files are not told apart by owner here (ACLs decide who may write them).
 pub fn owned_by_me(_meta: &Metadata) -> bool {
     true
