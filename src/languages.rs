@@ -96,8 +96,11 @@ struct RawLanguage {
     jsx_text: bool,
     #[serde(default)]
     heredocs: Vec<String>,
+    heredoc_space: Option<RawHeredocSpace>,
     #[serde(default)]
-    heredoc_space: bool,
+    shift_operator: bool,
+    #[serde(default)]
+    arithmetic: Vec<[String; 2]>,
     #[serde(default)]
     quote_operators: Vec<String>,
     verbatim_line_prefix: Option<String>,
@@ -115,6 +118,14 @@ struct RawLanguage {
     lexed_kinds: Vec<String>,
     #[serde(default)]
     embedded: bool,
+}
+
+/// `heredoc-space = true` or `"quoted"`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawHeredocSpace {
+    Flag(bool),
+    Word(String),
 }
 
 #[derive(Deserialize)]
@@ -197,6 +208,18 @@ pub struct Delimiters {
     pub close: String,
 }
 
+/// Where a heredoc's word may stand after its opener (`heredoc-space`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HeredocSpace {
+    /// Glued to it (Ruby, Crystal, HCL): `x << "abc"` is no heredoc.
+    #[default]
+    Glued,
+    /// A quoted word after spaces, a bare one glued (Perl: `print << "EOF"`).
+    Quoted,
+    /// Any word after spaces (shells: `cat << EOF`; PHP: `<<< EOT`).
+    Any,
+}
+
 /// One checked row of the table.
 #[derive(Debug)]
 pub struct Language {
@@ -245,8 +268,13 @@ pub struct Language {
     /// Heredoc openers (`<<`, `<<~`, `<<<`, `q:to/`): the word after one (bare, `'EOT'`,
     /// `"EOT"` or `\EOT`) names the line that ends the body.
     pub heredocs: Vec<String>,
-    /// A bare heredoc word may follow its opener after spaces (shells: `cat << EOF`).
-    pub heredoc_space: bool,
+    /// Which heredoc words may follow their opener after spaces.
+    pub heredoc_space: HeredocSpace,
+    /// `<<` is also an operator (Ruby's append, Perl's shift): after a value it opens no
+    /// heredoc (`out << "abc"`, `$x << "3"`, `f(x) <<"b"`, `arr<<item`, `class <<self`).
+    pub shift_operator: bool,
+    /// Brackets that hold arithmetic on one line, where `<<` is a shift (shell `$(( 1 << n ))`).
+    pub arithmetic: Vec<Delimiters>,
     /// Quote-like operators whose one delimited part is a literal (`q{…}`, `qw(…)`, `%w[…]`,
     /// `~r/…/`); brackets nest, other delimiters repeat.
     pub quote_operators: Vec<String>,
@@ -555,8 +583,24 @@ fn check_row(row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError>
     if !row.block_scalar_properties.is_empty() && row.block_scalars.is_empty() {
         return Err(bad("block-scalar-properties need block-scalars"));
     }
-    if row.heredocs.iter().any(String::is_empty) || (row.heredoc_space && row.heredocs.is_empty()) {
-        return Err(bad("heredoc openers must not be empty; heredoc-space needs heredocs"));
+    let heredoc_space = match row.heredoc_space {
+        None | Some(RawHeredocSpace::Flag(false)) => HeredocSpace::Glued,
+        Some(RawHeredocSpace::Flag(true)) => HeredocSpace::Any,
+        Some(RawHeredocSpace::Word(w)) if w == "quoted" => HeredocSpace::Quoted,
+        Some(RawHeredocSpace::Word(w)) => {
+            return Err(bad(&format!("heredoc-space is true, false or \"quoted\", not {w:?}")));
+        }
+    };
+    let arithmetic = pairs(row.arithmetic);
+    if row.heredocs.iter().any(String::is_empty)
+        || arithmetic.iter().any(|d| d.open.is_empty() || d.close.is_empty())
+    {
+        return Err(bad("heredoc openers and arithmetic brackets must not be empty"));
+    }
+    let about_heredocs =
+        heredoc_space != HeredocSpace::Glued || row.shift_operator || !arithmetic.is_empty();
+    if about_heredocs && row.heredocs.is_empty() {
+        return Err(bad("heredoc-space, shift-operator and arithmetic need heredocs"));
     }
     if row.quote_operators.iter().chain(&row.substitute_operators).any(String::is_empty) {
         return Err(bad("quote operators must not be empty"));
@@ -612,7 +656,9 @@ fn check_row(row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError>
         block_scalar_properties: row.block_scalar_properties,
         jsx_text: row.jsx_text,
         heredocs: row.heredocs,
-        heredoc_space: row.heredoc_space,
+        heredoc_space,
+        shift_operator: row.shift_operator,
+        arithmetic,
         quote_operators: row.quote_operators,
         substitute_operators: row.substitute_operators,
         verbatim_line_prefix: row.verbatim_line_prefix,
@@ -728,6 +774,17 @@ mod tests {
             assert!(opens(&row(name).string_holes, "${"), "{name} templates have holes");
         }
         assert!(row("javascript").jsx_text && row("tsx").jsx_text && !row("typescript").jsx_text);
+        // Issue 31: where `<<` is an operator, and where a heredoc word may stand after spaces.
+        for name in ["ruby", "perl", "crystal"] {
+            assert!(row(name).shift_operator, "{name}: `<<` is also an operator");
+        }
+        for name in ["bash", "ebuild", "rpm-spec"] {
+            assert!(opens(&row(name).arithmetic, "(("), "{name}: `$(( 1 << n ))`");
+        }
+        assert_eq!(row("ruby").heredoc_space, HeredocSpace::Glued);
+        assert_eq!(row("perl").heredoc_space, HeredocSpace::Quoted);
+        assert_eq!(row("php").heredoc_space, HeredocSpace::Any);
+        assert_eq!(row("bash").heredoc_space, HeredocSpace::Any);
         // Every raw string and hole is a multi-line form: none of them is also a one-line string.
         for lang in t.iter() {
             for d in &lang.raw_strings {

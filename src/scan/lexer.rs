@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use memchr::memmem;
 
-use crate::languages::Language;
+use crate::languages::{HeredocSpace, Language};
 
 /// Where the reader is: in code, or inside a token that may run past the current byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,11 @@ pub(super) struct FallbackLexer<'l> {
     tokens: Vec<(&'l str, &'l str, TokenKind)>,
     /// Heredoc openers, longest first.
     heredocs: Vec<&'l str>,
-    heredoc_space: bool,
+    heredoc_space: HeredocSpace,
+    /// `<<` is also an operator: after a value it opens nothing.
+    shift_operator: bool,
+    /// Brackets of arithmetic (`((` … `))`), in which `<<` is a shift.
+    arithmetic: Vec<(&'l str, &'l str)>,
     /// Quote-like operators (`q`, `qw`, `%w`, `~r`) with one delimited part, then those with
     /// two (`s`, `tr`); longest first.
     quotes: Vec<(&'l str, bool)>,
@@ -159,6 +163,12 @@ impl<'l> FallbackLexer<'l> {
             tokens,
             heredocs,
             heredoc_space: lang.heredoc_space,
+            shift_operator: lang.shift_operator,
+            arithmetic: lang
+                .arithmetic
+                .iter()
+                .map(|d| (d.open.as_str(), d.close.as_str()))
+                .collect(),
             quotes,
             verbatim,
             slash_regex: lang.slash_regex,
@@ -286,7 +296,8 @@ impl<'l> FallbackLexer<'l> {
         Some(end)
     }
 
-    /// The heredoc whose opener starts at `i`: its word and where the opener ends.
+    /// The heredoc whose opener starts at `i`: its word and where the opener ends. Where the
+    /// opener is an operator (`out << "abc"`, `$(( 1 << n ))`, `x <<< y`) there is none.
     fn heredoc_at(&self, src: &[u8], i: usize) -> Option<(Body, usize)> {
         if self.heredocs.is_empty() || !self.starts[usize::from(src[i])] {
             return None;
@@ -300,25 +311,50 @@ impl<'l> FallbackLexer<'l> {
         let mut j = i + open.len();
         let spaces = src[j..].iter().take_while(|&&b| b == b' ' || b == b'\t').count();
         j += spaces;
+        let word = self.heredoc_word(src, j, spaces)?;
+        if (self.shift_operator && after_value(src, i)) || self.in_arithmetic(src, i) {
+            return None;
+        }
+        Some(word)
+    }
+
+    /// The heredoc word that starts at `j`, `spaces` after its opener: bare, quoted (`'EOT'`,
+    /// `"EOT"`, `` `EOT` ``) or `\EOT`, if the row lets it stand there.
+    fn heredoc_word(&self, src: &[u8], j: usize, spaces: usize) -> Option<(Body, usize)> {
         let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let spaced = spaces > 0;
         match src.get(j)? {
-            &q @ (b'\'' | b'"' | b'`') => {
+            &q @ (b'\'' | b'"' | b'`') if !spaced || self.heredoc_space != HeredocSpace::Glued => {
                 let body = j + 1;
                 let len = src[body..].iter().position(|&b| b == q || b == b'\n' || b == b'\r')?;
                 (len > 0 && src[body + len] == q)
                     .then_some((Body::Word { start: body, len }, body + len + 1))
             }
-            b'\\' => {
+            b'\\' if !spaced || self.heredoc_space != HeredocSpace::Glued => {
                 let body = j + 1;
                 let len = src[body..].iter().take_while(|&&b| is_word(b)).count();
                 (len > 0).then_some((Body::Word { start: body, len }, body + len))
             }
-            &b if (b.is_ascii_alphabetic() || b == b'_') && (spaces == 0 || self.heredoc_space) => {
+            &b if (b.is_ascii_alphabetic() || b == b'_')
+                && (!spaced || self.heredoc_space == HeredocSpace::Any) =>
+            {
                 let len = src[j..].iter().take_while(|&&b| is_word(b)).count();
                 Some((Body::Word { start: j, len }, j + len))
             }
             _ => None,
         }
+    }
+
+    /// True if the opener at `i` lies in arithmetic opened before it on its line (shell
+    /// `$(( 1 << n ))`, `(( x <<= 1 ))`): there it is a shift.
+    fn in_arithmetic(&self, src: &[u8], i: usize) -> bool {
+        if self.arithmetic.is_empty() {
+            return false;
+        }
+        let line = &src[super::line_start(src, i)..i];
+        self.arithmetic.iter().any(|(open, close)| {
+            memmem::find_iter(line, open).count() > memmem::find_iter(line, close).count()
+        })
     }
 
     /// The YAML block scalar (`key: |`, `- >-`) whose indicator is at `i`: its body is the
@@ -751,6 +787,52 @@ fn value_expected(src: &[u8], i: usize) -> bool {
     let word = &before[start..=end];
     KEYWORDS.contains(&word)
         && (start == 0 || !matches!(before[start - 1], b'$' | b'@' | b'%' | b'.'))
+}
+
+/// Words that take a value after them, glued to a heredoc opener or not (`print<<EOF`,
+/// `return<<~A`): what follows them is no operator's right-hand side.
+const TAKES_VALUE: &[&[u8]] = &[
+    b"return", b"print", b"printf", b"say", b"puts", b"die", b"warn", b"raise", b"if", b"unless",
+    b"elsif", b"while", b"until", b"when", b"and", b"or", b"not", b"in", b"do", b"then", b"else",
+    b"yield", b"case",
+];
+
+/// True if a value ends right before the `<<` at `i`, which is then an operator (Ruby's
+/// append, Perl's shift) and opens no heredoc: a closing bracket or quote, a number, a
+/// variable (`$x`, `@x`, `@@x`, `%h`), a word glued to it that takes no value (`arr<<x`, not
+/// `print<<EOF`), or `class` (`class <<self`). A word before it with a space between is a
+/// method or function taking the heredoc (`puts <<~EOS`, `print << "EOF"`), and a variable or
+/// block after `print` a file handle (`print $fh <<EOF`, `print {$out} <<"EOF"`).
+fn after_value(src: &[u8], i: usize) -> bool {
+    let line = &src[super::line_start(src, i)..i];
+    let Some(end) = line.iter().rposition(|&b| b != b' ' && b != b'\t') else { return false };
+    let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    let value_start = match line[end] {
+        b')' | b']' | b'"' | b'\'' | b'`' => return true,
+        b'}' => match line[..end].iter().rposition(|&b| b == b'{') {
+            Some(open) => open,
+            None => return true,
+        },
+        b if word(&b) => {
+            let start = line[..=end].iter().rposition(|b| !word(b)).map_or(0, |k| k + 1);
+            let sigils = line[..start].iter().rev().take_while(|b| b"$@%".contains(b)).count();
+            if sigils == 0 {
+                let name = &line[start..=end];
+                let glued = end + 1 == line.len();
+                return name[0].is_ascii_digit()
+                    || name == b"class"
+                    || (glued && !TAKES_VALUE.contains(&name));
+            }
+            start - sigils
+        }
+        _ => return false,
+    };
+    let before = super::trim_end(&line[..value_start]);
+    let handle = [&b"print"[..], b"printf", b"say"].iter().any(|p| {
+        before.ends_with(p)
+            && (before.len() == p.len() || !word(&before[before.len() - p.len() - 1]))
+    });
+    !handle
 }
 
 /// True if the line at `i` is `line` alone (trailing whitespace allowed): `__END__`.

@@ -142,7 +142,10 @@ impl Reader<'_, '_, '_> {
             // its closer read as an opener: the string would run to the end of the file.
             || (leaf && self.at.lexer.prefixed_opener(self.src, start, end));
         let orphan = in_error && orphan_string_part(node);
-        if fresh && sound && !opens && end <= self.limit && !orphan {
+        // A heredoc body the lexer meets in code: it read the opener as an operator
+        // (`arr<<item`, `@buf <<"x"`), and it decides.
+        let unopened = fresh && HEREDOC_BODIES.contains(&node.kind());
+        if fresh && sound && !opens && end <= self.limit && !orphan && !unopened {
             // A heredoc opener the tree read as code (`<<` a shift) leaves the body to the
             // lexer, which must see the opener.
             if self.at.lexer.holds_heredoc(self.src, start..end) {
@@ -157,7 +160,7 @@ impl Reader<'_, '_, '_> {
             self.at.pos = end;
             return ControlFlow::Break(None);
         }
-        if leaf || lexed_kind {
+        if leaf || lexed_kind || unopened {
             self.lex(end)?;
             return ControlFlow::Continue(Descend::No);
         }
@@ -201,6 +204,9 @@ impl Reader<'_, '_, '_> {
     }
 }
 
+/// The grammars' node kinds of a heredoc's body (Ruby, Bash, PHP).
+const HEREDOC_BODIES: &[&str] = &["heredoc_body"];
+
 /// Moves `cursor` to the first child of its node that ends after `pos`, or leaves it where it
 /// is. (tree-sitter's `goto_first_child_for_byte` gives up when `pos` lies in the invisible
 /// tail of a hidden node, such as the newline that ends a Go declaration.)
@@ -243,30 +249,105 @@ pub(super) fn trimmed(src: &[u8], range: Range<usize>) -> Range<usize> {
 
 /// How far back from a comment [`in_jsx_text`] looks for the tag before it.
 const JSX_LOOKBACK: usize = 4096;
+/// How many expression containers back (`{a}{b}{c} // …`) [`in_jsx_text`] follows children.
+const JSX_CHILDREN: usize = 64;
 
-/// True if `at` lies in JSX text, in a tree that starts at `start`: the nearest `<`, `>`, `{` or
-/// `}` before it is the `>` that ends a JSX tag (`<li>`, `</li>`, `<br />`, `<>`), and what lies
-/// between is text: not the `)`, `;` or `,` that follows an element in code on its line
-/// (`<Foo />); // …`), nor the quote that ends a string of HTML (`'<li>'; // …`), no statement's
-/// end, no backtick (HTML in a template).
+/// True if `at` lies in JSX text, in a tree that starts at `start`: the nearest `<`, `>`, `{`
+/// or `}` before it ends a JSX child — the `>` of a tag (`<li>`, `</li>`, `<br />`, `<>`,
+/// `<div ref={(r) => { a(); }}>`), or the `}` of an expression container (`{endIcon}`, `))}`,
+/// `{/* … */}`) that is itself a child, as found the same way — and what lies between is
+/// text: not the `)`, `;` or `,` that follows an element in code on its line
+/// (`<Foo />); // …`), nor the quote that ends a string of HTML (`'<li>'; // …`), no
+/// statement's end, no backtick (HTML in a template).
 pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
     let from = at.saturating_sub(JSX_LOOKBACK).max(start);
-    let Some(gt) = src[from..at].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k) else {
-        return false;
-    };
-    if src[gt] != b'>' {
-        return false;
+    let mut at = at;
+    for _ in 0..JSX_CHILDREN {
+        let Some(k) = src[from..at].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k)
+        else {
+            return false;
+        };
+        if !jsx_text_between(&src[k + 1..at]) {
+            return false;
+        }
+        match src[k] {
+            b'>' => return ends_jsx_tag(src, k, from),
+            b'}' => match child_container(src, from, k) {
+                Some(open) => at = open, // a child: what precedes it decides
+                None => return false,
+            },
+            // `{cond && (` left open mid-edit: its children are the text's siblings.
+            b'{' if opens_jsx_parens(&src[k + 1..at]) => at = k,
+            _ => return false, // inside a tag or an expression
+        }
     }
-    let between = &src[gt + 1..at];
+    false
+}
+
+/// True if `between`, what follows a JSX child, may be text: on the child's line, no `)`, `]`,
+/// `;`, `,` or quote first (`<Foo />); // …`, `'<li>'; // …`); on a later line, no `)` or `]`
+/// that closes the code around the element (`</p>` ⏎ `); // …`); no statement's end, no
+/// backtick.
+fn jsx_text_between(between: &[u8]) -> bool {
     let ends_statement = memchr::memmem::find(between, b";\n").is_some();
-    let after_tag = between.iter().find(|&&b| b != b' ' && b != b'\t');
-    if after_tag.is_some_and(|b| b")];,'\"".contains(b))
+    let on_its_line = between.iter().find(|&&b| b != b' ' && b != b'\t');
+    let first = between.iter().find(|b| !b.is_ascii_whitespace());
+    let code = on_its_line.is_some_and(|b| b")];,'\"".contains(b))
+        || first.is_some_and(|b| b")]".contains(b))
         || between.contains(&b'`')
-        || ends_statement
-    {
-        return false; // code after an element, or a template string's HTML
+        || ends_statement;
+    !code
+}
+
+/// The `{` of the expression container that the `}` at `close` ends, if it may be a JSX child:
+/// not a block (`if (a) {`, `() => {`, `else {`) nor an object (`= {`, `({`, `, {`), and over
+/// several lines, its `}` indented as its `{` (a function's `}` after an unclosed `{cond && (`
+/// is not that container's).
+fn child_container(src: &[u8], from: usize, close: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let open = (from..close).rev().find(|&k| match src[k] {
+        b'}' => {
+            depth += 1;
+            false
+        }
+        b'{' if depth == 0 => true,
+        b'{' => {
+            depth -= 1;
+            false
+        }
+        _ => false,
+    })?;
+    if src[open..close].contains(&b'\n') && indent(src, open) != indent(src, close) {
+        return None;
     }
-    ends_jsx_tag(src, gt, from)
+    let Some(last) = src[from..open].iter().rposition(|b| !b.is_ascii_whitespace()) else {
+        return Some(open);
+    };
+    let last = from + last;
+    let arrow = src[last] == b'>' && last > 0 && src[last - 1] == b'=';
+    let object = src[last] == b'(' && !opens_jsx_parens(&src[from..=last]);
+    if arrow || object || b")=,:?&|".contains(&src[last]) {
+        return None; // a block, an object, an arrow's body
+    }
+    let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    let start = src[..=last].iter().rposition(|b| !word(b)).map_or(0, |k| k + 1);
+    let keyword = matches!(&src[start..=last], b"else" | b"try" | b"finally" | b"do" | b"return");
+    (!keyword).then_some(open)
+}
+
+/// True if `text` ends with a `(` that holds JSX in an expression: `cond && (`, `x ? (`,
+/// `(i) => (`.
+fn opens_jsx_parens(text: &[u8]) -> bool {
+    let Some(rest) = super::trim_end(text).strip_suffix(b"(") else { return false };
+    let rest = super::trim_end(rest);
+    [&b"&&"[..], b"||", b"?", b":", b"=>"].iter().any(|op| rest.ends_with(op))
+}
+
+/// The indentation of the line that holds `pos`.
+fn indent(src: &[u8], pos: usize) -> &[u8] {
+    let start = super::line_start(src, pos);
+    let len = src[start..pos].iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+    &src[start..start + len]
 }
 
 /// True if the `>` at `gt` ends a JSX tag that starts after `from`.
@@ -274,14 +355,9 @@ fn ends_jsx_tag(src: &[u8], gt: usize, from: usize) -> bool {
     if gt > 0 && matches!(src[gt - 1], b'=' | b'-') {
         return false; // `=>`, `->`
     }
-    // The tag's `<`: the nearest one before, and no `;` in the tag.
-    let Some(lt) = src[from..gt].iter().rposition(|&b| b == b'<').map(|k| from + k) else {
-        return false;
-    };
+    let Some(lt) = tag_start(src, gt, from) else { return false };
     let inner = &src[lt + 1..gt];
-    if inner.contains(&b';') {
-        return false;
-    }
+    let closing = inner.starts_with(b"/");
     let name = inner.strip_prefix(b"/").unwrap_or(inner);
     let fragment = name.iter().all(u8::is_ascii_whitespace);
     let named = name.first().is_some_and(|b| b.is_ascii_alphabetic())
@@ -292,13 +368,38 @@ fn ends_jsx_tag(src: &[u8], gt: usize, from: usize) -> bool {
     if !fragment && !named {
         return false;
     }
-    // A generic (`Array<string>`, `f<T>(x)`) follows a name; a tag follows anything else,
-    // keywords that take an expression too (`return <li>`).
+    // A generic (`Array<string>`, `f<T>(x)`) follows a name it touches; a tag follows anything
+    // else, keywords that take an expression too (`return <li>`), and text that ends in a word
+    // when the tag starts its line, closes an element or closes itself (`<br />`).
     let Some(last) = src[..lt].iter().rposition(|b| !b.is_ascii_whitespace()) else { return true };
     let word = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$');
-    if !word(&src[last]) {
+    let starts_line = src[last + 1..lt].contains(&b'\n');
+    if !word(&src[last]) || closing || inner.ends_with(b"/") || starts_line {
         return true;
     }
     let start = src[..=last].iter().rposition(|b| !word(b)).map_or(0, |k| k + 1);
     matches!(&src[start..=last], b"return" | b"yield" | b"await" | b"default" | b"case")
+}
+
+/// The `<` of the tag that the `>` at `gt` would end, found walking back over its attributes:
+/// `{…}` expressions (one that lost its `}` mid-edit too), quoted values, an arrow's `=>`.
+/// `None` at a `;` or another `>` outside them: code, no tag.
+fn tag_start(src: &[u8], gt: usize, from: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut k = gt;
+    while k > from {
+        k -= 1;
+        match src[k] {
+            b'}' => depth += 1,
+            b'{' => depth = depth.saturating_sub(1),
+            _ if depth > 0 => {}
+            q @ (b'"' | b'\'') => k = from + src[from..k].iter().rposition(|&b| b == q)?,
+            b'<' => return Some(k),
+            b';' => return None,
+            b'>' if k > from && src[k - 1] == b'=' => k -= 1,
+            b'>' => return None,
+            _ => {}
+        }
+    }
+    None
 }
