@@ -32,6 +32,7 @@ fn records(first: u32, n: u32, file: &str) -> Vec<AskRecord> {
             anchor: u64::from(i),
             announced: now(),
             resolved: None,
+            heard: None,
         })
         .collect()
 }

@@ -59,12 +59,22 @@ pub struct AskRecord {
     pub announced: u64,
     /// When it was resolved (or its marker disappeared), if it was.
     pub resolved: Option<u64>,
+    /// When there was first evidence that it entered Claude's context (a hook printed it, the
+    /// session's transcript holds it, Claude named it in a tool call; `watch` printed it): only
+    /// a heard ask is tagged. Records of the version before have none.
+    #[serde(default)]
+    pub heard: Option<u64>,
 }
 
 impl AskRecord {
     /// True until the ask is resolved or its marker is gone.
     pub fn is_pending(&self) -> bool {
         self.resolved.is_none()
+    }
+
+    /// True once there is evidence the ask entered Claude's context.
+    pub fn is_heard(&self) -> bool {
+        self.heard.is_some()
     }
 }
 
@@ -171,6 +181,15 @@ impl Asks {
         self.view(|records| records.iter().find(|r| r.id == id).cloned())
     }
 
+    /// Marks the asks heard now (those not heard already).
+    pub fn hear(&self, ids: &[MarkerId]) {
+        self.update(|records| {
+            for r in records.iter_mut().filter(|r| ids.contains(&r.id) && r.heard.is_none()) {
+                r.heard = Some(now());
+            }
+        });
+    }
+
     /// Marks the ask resolved now.
     pub fn resolve(&self, id: MarkerId) {
         self.update(|records| {
@@ -212,6 +231,7 @@ mod tests {
             anchor: 0,
             announced: now(),
             resolved: None,
+            heard: None,
         }
     }
 

@@ -64,8 +64,18 @@ pub fn record_hook(input: impl Read) -> Result<(), HookError> {
     input.take(MAX_INPUT).read_to_end(&mut bytes).map_err(|e| HookError::Input(e.to_string()))?;
     let call: Value =
         serde_json::from_slice(&bytes).map_err(|e| HookError::Input(e.to_string()))?;
-    let Some(path) = target(&call) else { return Ok(()) };
-    let added = added_lines(&call, &path);
+    record_call(&call)
+}
+
+/// Records the lines a file tool's call (`PreToolUse` or `PostToolUse` hook input) adds to its
+/// file; any other call records nothing.
+pub fn record_call(call: &Value) -> Result<(), HookError> {
+    let file_tool = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
+    if !file_tool.iter().any(|t| call["tool_name"] == *t) {
+        return Ok(());
+    }
+    let Some(path) = target(call) else { return Ok(()) };
+    let added = added_lines(call, &path);
     if added.is_empty() {
         return Ok(());
     }

@@ -245,6 +245,18 @@ pub enum Problem {
         /// Why.
         source: std::io::Error,
     },
+    /// The hooks cannot reach this server: asks go out on the channel only, and a line
+    /// written counts as heard.
+    #[error(
+        "{path}: hooks cannot reach this server ({source}): asks go out on the channel only, \
+         and sessions without one will not hear them"
+    )]
+    Hooks {
+        /// The endpoints directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A channel notification could not be sent.
     #[error("could not announce {file}:{line}: {reason}")]
     Announce {

@@ -23,6 +23,7 @@ mod error;
 mod fsio;
 mod git;
 mod grammar;
+pub mod hear;
 mod id;
 pub mod languages;
 mod lines;

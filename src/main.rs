@@ -170,11 +170,19 @@ enum Command {
         #[arg(default_value = ".")]
         paths: Vec<PathBuf>,
     },
-    /// Claude Code's hook around its file tools (PreToolUse and PostToolUse of Write, Edit,
-    /// MultiEdit, NotebookEdit): reads the call as JSON on stdin and records the lines Claude
-    /// writes, so that a marker Claude writes is never announced as your ask. Prints nothing
-    /// and exits 0 whatever happens: it never blocks Claude.
-    Hook,
+    /// Claude Code's hooks (docs/hooks.md): reads the hook's JSON on stdin. Around Write,
+    /// Edit, MultiEdit and NotebookEdit it records the lines Claude writes (a marker Claude
+    /// writes is never your ask); after a tool or a prompt it prints the asks Claude has not
+    /// heard yet as additionalContext; with --wait (SessionStart and Stop, asyncRewake) it
+    /// waits until there is an ask and prints it on stderr, which wakes the idle session.
+    #[command(after_help = "Exit status:
+  0  always, but
+  2  with --wait: asks were printed on stderr (Claude Code wakes the session with them)")]
+    Hook {
+        /// Wait in the background until there is an ask (an asyncRewake hook).
+        #[arg(long)]
+        wait: bool,
+    },
     /// Print the language table: file types, and grammar or fallback.
     #[command(after_help = "Exit status:
   0  always (2 for a bad flag)")]
@@ -190,6 +198,8 @@ fn main() -> ExitCode {
     let command = cli.command.unwrap_or(Command::Serve(cli.serve));
     let default_level = match command {
         Command::Watch { .. } => LogLevel::Info,
+        // Claude Code shows a hook's stderr (and a waiting hook's is the ask): nothing else.
+        Command::Hook { .. } => LogLevel::Off,
         _ => LogLevel::Warn,
     };
     init_logging(cli.log_level, default_level);
@@ -202,11 +212,10 @@ fn main() -> ExitCode {
         Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
         Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
         Command::Languages { json } => languages(json),
-        Command::Hook => {
-            if let Err(e) = filewatch_mcp::record_hook(io::stdin().lock()) {
-                tracing::debug!("hook: {e}"); // Claude Code shows a hook's stderr: say nothing
-            }
-            return ExitCode::SUCCESS;
+        Command::Hook { wait } => {
+            let (mut out, mut err) = (io::stdout().lock(), io::stderr().lock());
+            let run = filewatch_mcp::hear::run_hook(io::stdin().lock(), wait, &mut out, &mut err);
+            return ExitCode::from(run.exit);
         }
     };
     match result {

@@ -44,6 +44,10 @@ pub struct OwnerInfo {
     pub since: u64,
     /// The root (canonical).
     pub root: PathBuf,
+    /// When it let the root go, if it ended cleanly: asks saved after this, while no session
+    /// ran, are looked for by the next owner.
+    #[serde(default)]
+    pub ended: Option<u64>,
 }
 
 impl OwnerInfo {
@@ -61,6 +65,31 @@ pub struct Owner {
     /// Held, never read: dropping it (or the process ending) lets another process take over.
     #[allow(dead_code)]
     lock: Option<File>,
+    /// Where its record is, and the record, to say when it let the root go.
+    record: Option<Box<(PathBuf, OwnerInfo)>>,
+    /// The record of the owner before, as it left it.
+    previous: Option<Box<OwnerInfo>>,
+}
+
+impl Owner {
+    /// When the root was last watched before this process took it: the previous owner's end
+    /// (its start, if it was killed), less the clock slack. `None` if it never was.
+    pub fn last_watched(&self) -> Option<SystemTime> {
+        let previous = self.previous.as_ref()?;
+        let secs = previous.ended.unwrap_or(previous.since);
+        Some(std::time::UNIX_EPOCH + Duration::from_secs(secs) - CLOCK_SLACK)
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        if let Some((path, info)) = self.record.take().map(|r| *r) {
+            let info = OwnerInfo { ended: Some(asks::now()), ..info };
+            if let Err(e) = write_info(&path, &info) {
+                tracing::debug!("{}: not written: {e}", path.display());
+            }
+        }
+    }
 }
 
 /// Another process owns the root: this one waits for its lock.
@@ -129,7 +158,7 @@ pub fn claim(
         }
         Err(LockError { path, source }) => {
             Problem::OwnerLock { path, source }.log();
-            Ok(Claim::Owner(Owner { root, lock: None }))
+            Ok(Claim::Owner(Owner { root, lock: None, record: None, previous: None }))
         }
     }
 }
@@ -167,6 +196,7 @@ pub fn claim_in(dir: &Path, root: &Path, trigger: &str, command: &str) -> Result
         trigger: trigger.to_string(),
         since: asks::now(),
         root: root.to_path_buf(),
+        ended: None,
     };
     let error = |source| LockError { path: lock_path.clone(), source };
     // Never truncated or removed: a process waiting on this file's lock must be waiting on the
@@ -214,14 +244,16 @@ impl Standby {
     }
 }
 
-/// The lock is ours: say who we are.
+/// The lock is ours: say who we are (after reading what the owner before said).
 fn take(lock: File, place: &Place, info: &OwnerInfo) -> Owner {
     let path = place.file("owner.json");
+    let previous = read_info(&path);
     if let Err(e) = write_info(&path, info) {
         tracing::debug!("{}: not written: {e}", path.display());
     }
     let root = info.root.clone();
-    Owner { root, lock: Some(lock) }
+    let (record, previous) = (Some(Box::new((path, info.clone()))), previous.map(Box::new));
+    Owner { root, lock: Some(lock), record, previous }
 }
 
 /// Writes the record beside `path` and renames it over `path`: whatever was there (a FIFO, a

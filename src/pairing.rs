@@ -165,6 +165,7 @@ mod tests {
             anchor: 0,
             announced: asks::now(),
             resolved,
+            heard: None,
         }
     }
 

@@ -502,6 +502,7 @@ mod tests {
             anchor: 0,
             announced: crate::asks::now(),
             resolved: None,
+            heard: None,
         };
         // The user deleted the ask's second line after it was announced.
         write(&p, format!("# @claude[fw-0000abcd] explain\n{committed}")).unwrap();

@@ -34,6 +34,8 @@ use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
 use crate::asks::Asks;
 use crate::error::{Problem, StartError};
+use crate::hear::hub::ChannelState;
+use crate::hear::{Hub, Offer};
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
 use crate::live::{Ask, Delivery, Live, LiveOptions, Sink};
@@ -117,6 +119,8 @@ struct Shared {
     channel: Mutex<Channel>,
     /// Lines for stdout that are ours rather than rmcp's: the channel notifications.
     out: mpsc::Sender<Line>,
+    /// What Claude heard (the tools' calls are evidence too), if hooks can reach this server.
+    hub: Option<Arc<Hub>>,
 }
 
 #[derive(Default)]
@@ -188,6 +192,20 @@ pub fn channel_notification(ask: &Ask) -> Value {
         meta.insert("revised".into(), json!("true"));
     }
     json!({ "content": channel_content(&ask.marker.text), "meta": meta })
+}
+
+/// The ask as the hooks hand it to Claude: what its channel message carries.
+pub fn offer(ask: &Ask) -> Offer {
+    Offer {
+        id: ask.record,
+        file: ask.file.clone(),
+        line: ask.marker.line,
+        end_line: ask.marker.end_line,
+        text: ask.marker.text.clone(),
+        symbol: ask.marker.symbol.as_ref().map(|s| s.name.clone()),
+        symbol_lines: ask.marker.symbol.as_ref().map(|s| s.lines()),
+        revised: ask.revised,
+    }
 }
 
 /// Asks longer than this (in bytes) are cut, visibly: an ask is a few lines, and a megabyte
@@ -343,6 +361,11 @@ impl FilewatchServer {
                     list.push(serde_json::to_value(view).unwrap_or_default());
                 }
             }
+            if let Some(hub) = &shared.hub {
+                let listed: Vec<MarkerId> =
+                    pending.iter().filter_map(|v| v["id"].as_str()?.parse().ok()).collect();
+                hub.heard_by_tool(&listed);
+            }
             Ok(json!({"pending": pending, "unannounced": unannounced}))
         })
         .await
@@ -386,6 +409,9 @@ impl FilewatchServer {
                 }
             };
             shared.asks.resolve(id);
+            if let Some(hub) = &shared.hub {
+                hub.heard_by_tool(&[id]);
+            }
             if done.is_empty() {
                 return Err(format!("no marker with id {id} in the project (already resolved?)"));
             }
@@ -670,14 +696,21 @@ pub async fn serve<R, W>(
             }
         }
     });
-    serve_with_notices(root, trigger, records, input, output, announcements, notices).await
+    let root = Root { root, trigger, records, hub: None };
+    serve_with_notices(root, input, output, announcements, notices).await
+}
+
+/// The root a session serves: its asks, and the hub that tells what Claude heard.
+struct Root {
+    root: PathBuf,
+    trigger: String,
+    records: Asks,
+    hub: Option<Arc<Hub>>,
 }
 
 /// [`serve`], with notices (who gets the asks) sent as they arrive on `notices`.
 async fn serve_with_notices<R, W>(
-    root: PathBuf,
-    trigger: String,
-    records: Asks,
+    served: Root,
     input: R,
     output: W,
     mut asks: mpsc::Receiver<Announcement>,
@@ -688,7 +721,8 @@ async fn serve_with_notices<R, W>(
 {
     let channel = Mutex::new(Channel::default());
     let (note_tx, note_rx) = mpsc::channel(NOTE_LINES);
-    let shared = Arc::new(Shared { root, trigger, asks: records, channel, out: note_tx });
+    let Root { root, trigger, records, hub } = served;
+    let shared = Arc::new(Shared { root, trigger, asks: records, channel, out: note_tx, hub });
     let (rmcp_in, filter_end) = tokio::io::duplex(PIPE_BUFFER);
     let (writer_end, rmcp_out) = tokio::io::duplex(OUTPUT_BUFFER);
     let (err_tx, err_rx) = mpsc::channel(FILTER_REPLIES);
@@ -765,8 +799,13 @@ async fn input_ended(mut ended: watch::Receiver<bool>) {
 
 /// The live worker's sink: the queue to the announcer. An ask is delivered when its line is
 /// out on stdout; the worker waits for that (a client that stops reading holds it up, and
-/// nothing is tagged meanwhile).
-struct Announcer(mpsc::Sender<Announcement>);
+/// nothing is tagged meanwhile). Sent is not heard: the hub offers each ask to the session's
+/// hooks until there is evidence Claude heard it — unless there is no hub (no state directory
+/// for the hooks to find this server), where a line written is all anyone can know.
+struct Announcer {
+    queue: mpsc::Sender<Announcement>,
+    hub: Option<Arc<Hub>>,
+}
 
 impl Sink for Announcer {
     fn deliver(&mut self, ask: Ask) -> Delivery {
@@ -783,50 +822,69 @@ impl Sink for Announcer {
         for ask in asks {
             let (tell, written) = oneshot::channel();
             let ask = ask.clone();
-            if self.0.blocking_send(Announcement { ask, written: Some(tell) }).is_err() {
+            if self.queue.blocking_send(Announcement { ask, written: Some(tell) }).is_err() {
                 break; // the session is over
             }
             waiting.push(written);
         }
         let mut reached = 0;
-        for written in waiting {
+        for (ask, written) in asks.iter().zip(waiting) {
             if written.blocking_recv() != Ok(true) {
                 break;
+            }
+            if let Some(hub) = &self.hub {
+                hub.sent(offer(ask), true);
             }
             reached += 1;
         }
         reached
     }
+
+    fn hears(&self) -> bool {
+        self.hub.is_none()
+    }
 }
 
 /// The whole server: own the root (or stand by until its owner exits), watch it, run the live
-/// worker, serve MCP on stdin/stdout. Returns when stdin closes or on SIGTERM/SIGINT, with the
-/// watcher and worker stopped (no stamp left half-done, so no temp file behind) before the
-/// root is let go.
+/// worker, serve MCP on stdin/stdout, and hear through the hooks (the hub). Returns when stdin
+/// closes or on SIGTERM/SIGINT, with the watcher and worker stopped (no stamp left half-done,
+/// so no temp file behind) before the root is let go.
 pub async fn run(options: LiveOptions) -> Result<(), StartError> {
     let (ask_tx, ask_rx) = mpsc::channel(ASK_QUEUE);
     let (notice_tx, notice_rx) = mpsc::channel(NOTICES);
     let claim = owner::claim(&options.root, &options.trigger, "serve", options.tag)?;
     let root = claim.root().to_path_buf();
-    let (mut owner, mut live, mut takeover, records) = match claim {
+    let records = Asks::for_mode(options.tag, &root, &options.trigger)?;
+    let hub = start_hub(&root, &options.trigger, &records).await;
+    let (heard_tx, heard_rx) = std::sync::mpsc::channel();
+    if let Some(hub) = &hub {
+        hub.tell_heard(heard_tx);
+    }
+    let announcer = Announcer { queue: ask_tx, hub: hub.clone() };
+    let (mut owner, mut live, mut takeover) = match claim {
         Claim::Owner(owner) => {
-            let live = Live::start(&options, Announcer(ask_tx))?;
-            let records = live.asks().clone();
-            (Some(owner), Some(live), None, records)
+            // Asks saved while no session ran are in the files modified since the last one.
+            let since = owner.last_watched();
+            let live = Live::serve(&options, records.clone(), since, heard_rx, announcer)?;
+            if let Some(hub) = &hub {
+                hub.own();
+            }
+            (Some(owner), Some(live), None)
         }
         Claim::Standby(standby) => {
             tracing::debug!("{} is owned by another process; standing by", root.display());
-            let records = Asks::for_mode(options.tag, &root, &options.trigger)?;
             let notice = standby_notice(&root, &options.trigger, standby.owner.as_ref());
             let _ = notice_tx.try_send(notice);
-            let job = take_over(*standby, options.clone(), records.clone(), ask_tx, notice_tx);
-            (None, None, Some(tokio::spawn(job)), records)
+            let hearing = Hearing { hub: hub.clone(), heard: heard_rx, announcer };
+            let job = take_over(*standby, options.clone(), records.clone(), hearing, notice_tx);
+            (None, None, Some(tokio::spawn(job)))
         }
     };
     tracing::debug!("filewatch-mcp {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     let trigger = options.trigger.clone();
     let (input, output) = (tokio::io::stdin(), tokio::io::stdout());
-    let session = serve_with_notices(root, trigger, records, input, output, ask_rx, notice_rx);
+    let served = Root { root, trigger, records, hub: hub.clone() };
+    let session = serve_with_notices(served, input, output, ask_rx, notice_rx);
     tokio::pin!(session);
     let stop = crate::sys::shutdown_signal();
     tokio::pin!(stop);
@@ -851,6 +909,9 @@ pub async fn run(options: LiveOptions) -> Result<(), StartError> {
             }
         }
     }
+    if let Some(hub) = &hub {
+        hub.close();
+    }
     if let Some(job) = takeover {
         job.abort();
     }
@@ -861,13 +922,61 @@ pub async fn run(options: LiveOptions) -> Result<(), StartError> {
     Ok(())
 }
 
+/// The hub of this server, listening for its session's hooks; `None` (said at debug level)
+/// where hooks could not find it: no state directory, or no local port to listen on.
+async fn start_hub(root: &Path, trigger: &str, records: &Asks) -> Option<Arc<Hub>> {
+    let state_dir = crate::state::state_dir()?;
+    let ancestors = crate::sys::ancestors(8);
+    let hub = Hub::new(root, trigger, records.clone(), channel_asked_for(&ancestors));
+    let dir = crate::hear::wire::endpoints_dir(&state_dir);
+    match hub.listen(&dir, ancestors).await {
+        Ok(_) => Some(hub),
+        Err(e) => {
+            Problem::Hooks { path: dir, source: e }.log();
+            None
+        }
+    }
+}
+
+/// Whether the Claude Code session above this server was started with a channel flag
+/// (`--channels`, `--dangerously-load-development-channels`): without one no channel message
+/// reaches Claude, and the hooks carry every ask at once. Where command lines cannot be read
+/// (Windows) it may have been.
+fn channel_asked_for(ancestors: &[u32]) -> ChannelState {
+    let mut read_any = false;
+    for &pid in ancestors {
+        let Some(args) = crate::sys::command_line(pid) else { continue };
+        read_any = true;
+        let flag = |a: &String| {
+            ["--channels", "--dangerously-load-development-channels"]
+                .iter()
+                .any(|f| a == f || a.starts_with(&format!("{f}=")))
+        };
+        if args.iter().any(flag) {
+            return ChannelState::Unknown;
+        }
+    }
+    if read_any {
+        ChannelState::Deaf
+    } else {
+        ChannelState::Unknown
+    }
+}
+
+/// What a standby's takeover needs to hear through the hooks once it owns the root.
+struct Hearing {
+    hub: Option<Arc<Hub>>,
+    heard: std::sync::mpsc::Receiver<Vec<MarkerId>>,
+    announcer: Announcer,
+}
+
 /// A standby's takeover: waits for the owner to exit, then watches the root, looking first at
 /// the files modified since this process started standing by, and tells the client.
 async fn take_over(
     standby: Standby,
     options: LiveOptions,
     records: Asks,
-    ask_tx: mpsc::Sender<Announcement>,
+    hearing: Hearing,
     notice_tx: mpsc::Sender<Value>,
 ) -> Option<Result<(owner::Owner, Live), StartError>> {
     let since = standby.since;
@@ -881,8 +990,9 @@ async fn take_over(
         Err(_) => return None, // the waiting thread could not start (logged)
     };
     tracing::debug!("the owner of {} exited; taking over", root.display());
+    let Hearing { hub, heard, announcer } = hearing;
     let started = tokio::task::spawn_blocking(move || {
-        Live::take_over(&options, Some(records), since, Announcer(ask_tx))
+        Live::serve(&options, records, Some(since), heard, announcer)
     })
     .await;
     let live = match started {
@@ -890,6 +1000,9 @@ async fn take_over(
         Ok(Err(e)) => return Some(Err(e)),
         Err(_) => return None, // cancelled: the session is ending
     };
+    if let Some(hub) = &hub {
+        hub.own();
+    }
     let _ = notice_tx.send(takeover_notice(live.root())).await;
     Some(Ok((owner, live)))
 }

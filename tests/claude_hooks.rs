@@ -64,10 +64,19 @@ fn hooks_of(v: &Value) -> Vec<Hook> {
     let mut hooks = Vec::new();
     for (event, groups) in v["hooks"].as_object().expect("a hooks object") {
         for group in groups.as_array().unwrap() {
-            let matcher = group["matcher"].as_str().unwrap_or("");
-            // Claude Code reads a matcher of names and `|` as a list of tool names.
-            assert!(matcher.chars().all(|c| c.is_ascii_alphanumeric() || c == '|'), "{matcher}");
-            let tools: Vec<String> = matcher.split('|').map(str::to_string).collect();
+            let matcher = group["matcher"].as_str().unwrap_or("*");
+            // Claude Code reads a matcher of names and `|` as a list of tool names, and `*`
+            // (or none) as every tool.
+            let every = matcher == "*" || matcher.is_empty();
+            assert!(
+                every || matcher.chars().all(|c| c.is_ascii_alphanumeric() || c == '|'),
+                "{matcher}"
+            );
+            let tools: Vec<String> = if every {
+                vec!["*".to_string()]
+            } else {
+                matcher.split('|').map(str::to_string).collect()
+            };
             for h in group["hooks"].as_array().unwrap() {
                 assert_eq!(h["type"], "command");
                 let args = h.get("args").map(|a| {
@@ -109,8 +118,10 @@ impl ClaudeCode {
     /// Runs every hook of `event` that matches `tool` with `input` on stdin; each must exit 0
     /// with nothing on stdout (Claude Code would read it as the hook's answer).
     fn run_hooks(&self, event: &str, tool: &str, input: &Value) {
-        for hook in
-            self.hooks.iter().filter(|h| h.event == event && h.tools.iter().any(|t| t == tool))
+        for hook in self
+            .hooks
+            .iter()
+            .filter(|h| h.event == event && h.tools.iter().any(|t| t == tool || t == "*"))
         {
             let mut command = match &hook.args {
                 Some(args) => {

@@ -5,194 +5,14 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
+use common::mcp::{handshake, Server, DEADLINE, DISCOVER, INITIALIZE, INITIALIZED, TOOLS_LIST};
 use common::WatchProcess;
-
-const DEADLINE: Duration = Duration::from_secs(10);
-
-const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"claude-code","version":"2.1.332"}}}}"#;
-const INITIALIZE: &str = r#"{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{},"elicitation":{}},"clientInfo":{"name":"claude-code","title":"Claude Code","version":"2.1.332"}},"jsonrpc":"2.0","id":0}"#;
-const INITIALIZED: &str = r#"{"method":"notifications/initialized","jsonrpc":"2.0"}"#;
-const TOOLS_LIST: &str = r#"{"method":"tools/list","jsonrpc":"2.0","id":1}"#;
-
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    /// Notifications read while looking for something else (a reply, another notification).
-    notes: Vec<Value>,
-    /// The state directory of a server that has one of its own.
-    _state: Option<tempfile::TempDir>,
-}
-
-impl Server {
-    fn start(root: &Path) -> Server {
-        Server::start_with_stderr(root, Stdio::inherit())
-    }
-
-    fn start_with_stderr(root: &Path, stderr: impl Into<Stdio>) -> Server {
-        let state = tempfile::tempdir().unwrap();
-        let mut s = Server::start_in(root, state.path(), stderr);
-        s._state = Some(state);
-        s
-    }
-
-    /// A server whose state directory (the owner lock, the ledger) is `state`: servers sharing
-    /// one are the sessions of one user.
-    fn start_in(root: &Path, state: &Path, stderr: impl Into<Stdio>) -> Server {
-        Server::start_with_args(root, state, stderr, &[])
-    }
-
-    fn start_with_args(
-        root: &Path,
-        state: &Path,
-        stderr: impl Into<Stdio>,
-        args: &[&str],
-    ) -> Server {
-        let command = Command::new(common::bin());
-        Server::spawn(command, root, state, stderr, args)
-    }
-
-    /// `command` (the binary, or the binary run as another user) as a server on `root`.
-    fn spawn(
-        mut command: Command,
-        root: &Path,
-        state: &Path,
-        stderr: impl Into<Stdio>,
-        args: &[&str],
-    ) -> Server {
-        let mut child = command
-            .env("FILEWATCH_STATE_DIR", state)
-            .args(["--root"])
-            .arg(root)
-            .args(["--debounce", "100ms", "--settle", "300ms"])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let stdin = child.stdin.take();
-        Server { child, stdin, lines, notes: Vec::new(), _state: None }
-    }
-
-    fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// The next line on stdout, raw; every line must be one JSON-RPC message.
-    fn line(&self) -> String {
-        let line = self.lines.recv_timeout(DEADLINE).expect("a line on stdout");
-        let v: Value = serde_json::from_str(&line).expect("stdout carries only JSON");
-        assert_eq!(v["jsonrpc"], "2.0", "{line}");
-        line
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.line()).unwrap()
-    }
-
-    /// The reply to request `id`; notifications that come first are kept in `notes`.
-    fn reply(&mut self, id: i64) -> Value {
-        loop {
-            let v = self.json();
-            if v["id"].as_i64() == Some(id) {
-                return v;
-            }
-            assert!(v.get("method").is_some(), "an unexpected reply: {v}");
-            self.notes.push(v);
-        }
-    }
-
-    /// The reply to request `id` (a string id).
-    fn reply_str(&mut self, id: &str) -> Value {
-        loop {
-            let v = self.json();
-            if v["id"].as_str() == Some(id) {
-                return v;
-            }
-            self.notes.push(v);
-        }
-    }
-
-    /// The first notification (kept, or still to come) that `matches`.
-    fn note(&mut self, matches: impl Fn(&Value) -> bool) -> Value {
-        if let Some(v) = self.notes.iter().find(|v| matches(v)) {
-            return v.clone();
-        }
-        loop {
-            let v = self.json();
-            self.notes.push(v.clone());
-            if matches(&v) {
-                return v;
-            }
-        }
-    }
-
-    /// Every line until stdout closes (the process ended), into `notes`.
-    fn drain(&mut self) {
-        while let Ok(line) = self.lines.recv_timeout(DEADLINE) {
-            self.notes.push(serde_json::from_str(&line).unwrap());
-        }
-    }
-
-    /// Calls a tool; its result.
-    fn call(&mut self, id: i64, name: &str, arguments: Value) -> Value {
-        let request = serde_json::json!({
-            "jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments},
-        });
-        self.send(&request.to_string());
-        self.reply(id)["result"].clone()
-    }
-
-    /// Waits (with a deadline) for the process to exit; returns how long it took.
-    fn wait_exit(&mut self) -> Duration {
-        let t = Instant::now();
-        while t.elapsed() < DEADLINE {
-            if self.child.try_wait().unwrap().is_some() {
-                return t.elapsed();
-            }
-            std::thread::sleep(Duration::from_millis(5)); // polling an exit, not waiting for time
-        }
-        panic!("the server did not exit");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn handshake(s: &mut Server) -> (Value, Value) {
-    s.send(DISCOVER);
-    let discover = s.json();
-    s.send(INITIALIZE);
-    let init = s.json();
-    s.send(INITIALIZED);
-    s.send(TOOLS_LIST);
-    let tools = s.json();
-    assert_eq!(discover["id"], "server-discover-probe-1");
-    assert_eq!(discover["error"]["code"], -32601, "{discover}");
-    (init, tools)
-}
 
 #[test]
 fn claude_code_startup_replayed_byte_for_byte() {
@@ -237,7 +57,9 @@ fn claude_code_startup_replayed_byte_for_byte() {
     assert_eq!(meta["file"], "a.py");
     assert_eq!(meta["line"], "1");
     let id = meta["replyTo"].as_str().unwrap();
-    // The tag follows the announcement, once the file has been quiet for the settle time.
+    // The tag follows once Claude heard the ask (here: it lists the asks, a tool call naming
+    // it) and the file has been quiet for the settle time.
+    s.hear_all(20);
     wait_for_file(&root.join("a.py"), &format!("x = 1  # @claude[{id}] why one?\n"));
 
     // A multi-line ask arrives whole, with its last line.
@@ -669,7 +491,8 @@ fn a_file_with_many_asks_delivers_them_all_in_order() {
     let ids: std::collections::HashSet<&str> =
         got.iter().map(|n| n["params"]["meta"]["replyTo"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), ASKS, "ids are not unique");
-    // Every marker carries the id it was announced with.
+    // Once heard, every marker carries the id it was announced with.
+    s.hear_all(20);
     let deadline = Instant::now() + DEADLINE;
     loop {
         let now = std::fs::read_to_string(root.join("r.py")).unwrap();
@@ -780,6 +603,7 @@ fn two_servers_on_one_root(end_owner: fn(&mut Server), tag: &str) {
     b.note(is_notice("owner"));
     let third = b.note(is_ask_of("c.py"));
     let third_id = third["params"]["meta"]["replyTo"].as_str().unwrap();
+    b.hear_all(12);
     let tagged = match tag {
         "never" => String::new(),
         _ => format!("[{third_id}]"),
@@ -818,6 +642,7 @@ fn a_stale_buffer_after_a_takeover_is_not_announced_again() {
     std::fs::write(root.join("a.py"), stale).unwrap();
     let ask = a.note(is_ask_of("a.py"));
     let id = ask["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+    a.hear_all(20);
     wait_for_file(&root.join("a.py"), &stale.replace("@claude", &format!("@claude[{id}]")));
     a.child.kill().unwrap();
     b.note(is_notice("owner"));
@@ -1086,7 +911,9 @@ fn hostile_files_in_the_state_directory_neither_hang_the_server_nor_get_read() {
     a.wait_exit();
     let mut names: Vec<String> = std::fs::read_dir(good.path())
         .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file()) // not `sessions/`: hooks read it, with care
+        .map(|e| e.file_name().into_string().unwrap())
         .collect();
     names.sort();
     assert!(names.len() >= 4, "the owner lock and record, the ledger and its lock: {names:?}");

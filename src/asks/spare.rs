@@ -160,6 +160,7 @@ mod tests {
             anchor: 0,
             announced: 1,
             resolved: None,
+            heard: None,
         }
     }
 

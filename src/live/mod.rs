@@ -43,8 +43,11 @@ pub struct Ask {
     /// The marker as announced (a paragraph cut to the lines written with it); `tag` holds the
     /// ask's id, unless the file could not be written in `--tag file` mode.
     pub marker: Marker,
-    /// True when the id is written into the file as a tag (once the ask has reached the client
-    /// and the file is quiet).
+    /// The id of its record in the ledger: the same as its tag, also where the file cannot be
+    /// tagged (what hearing it is tracked by).
+    pub record: MarkerId,
+    /// True when the id is written into the file as a tag (once the ask has been heard and the
+    /// file is quiet).
     pub stamped: bool,
     /// True when this is the whole text of an ask announced before under the same id (its
     /// first words, saved by an editor while the user was still typing): it replaces that one.

@@ -95,7 +95,7 @@ impl<'t> LivePipeline<'t> {
             renamed_from: Vec::new(),
         };
         let mut asks = self.process_change(&change, usize::MAX);
-        self.delivered(&asks);
+        self.delivered(&asks, true);
         let tagged = self.write_all_tags();
         for ask in &mut asks {
             ask.stamped = ask.id().is_some_and(|id| tagged.contains(&id));
@@ -339,17 +339,20 @@ impl<'t> LivePipeline<'t> {
         let mode = self.ledger.mode;
         let taggable = mode == TagMode::File && taggable(seen, ready.len());
         let with_id = taggable || mode == TagMode::Never;
-        let (claimed, revised) = self.ledger.record(&seen.found(), ready, with_id);
+        let (claimed, revised) = self.ledger.record(&seen.found(), ready);
         let stamped = taggable && !self.typing.autosaves();
-        let ask = |marker, revised| Ask {
-            path: seen.path.clone(),
-            file: seen.file.clone(),
-            marker,
-            stamped,
-            revised,
+        // Claimed and revised markers carry their record's id; a file that cannot be tagged
+        // (with `--tag file`) is announced without it (Claude asks the user to remove it).
+        let ask = |mut marker: Marker, revised| {
+            let record = marker.tag?;
+            if !with_id {
+                marker.tag = None;
+            }
+            let (path, file) = (seen.path.clone(), seen.file.clone());
+            Some(Ask { path, file, marker, record, stamped, revised })
         };
-        let mut asks: Vec<Ask> = claimed.into_iter().map(|m| ask(m, false)).collect();
-        asks.extend(revised.into_iter().map(|m| ask(m, true)));
+        let mut asks: Vec<Ask> = claimed.into_iter().filter_map(|m| ask(m, false)).collect();
+        asks.extend(revised.into_iter().filter_map(|m| ask(m, true)));
         asks.sort_by_key(|a| a.marker.line);
         asks
     }

@@ -395,7 +395,7 @@ mod tests {
                 renamed_from: vec![from.to_path_buf()],
             };
             let asks = live.process_change(&change, usize::MAX);
-            live.delivered(&asks);
+            live.delivered(&asks, true);
             asks
         };
         let new = root.join("sub/new.py");

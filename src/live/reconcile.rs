@@ -60,19 +60,14 @@ impl Ledger {
     }
 
     /// Records the ready asks of the file — new ones under new ids (unless another server on
-    /// the root just did; with their ids as tags only when `with_id`), revisions under the id
-    /// they had — and returns them as (claimed, revised).
-    pub fn record(
-        &self,
-        found: &InFile,
-        ready: Vec<Draft>,
-        with_id: bool,
-    ) -> (Vec<Marker>, Vec<Marker>) {
+    /// the root just did), revisions under the id they had — and returns them as (claimed,
+    /// revised), each with its record's id as its tag.
+    pub fn record(&self, found: &InFile, ready: Vec<Draft>) -> (Vec<Marker>, Vec<Marker>) {
         let (fresh, revisions): (Vec<Draft>, Vec<Draft>) =
             ready.into_iter().partition(|d| d.revises.is_none());
         let fresh: Vec<Marker> = fresh.into_iter().map(|d| d.marker).collect();
         self.asks.update(|records| {
-            let claimed = claim(found, fresh, records, with_id);
+            let claimed = claim(found, fresh, records);
             let revised = revise(found.src, revisions, records);
             (claimed, revised)
         })
@@ -80,8 +75,7 @@ impl Ledger {
 
     /// Forgets the new asks among `asks` (they never reached the client).
     pub fn forget(&self, asks: &[Ask]) {
-        let ids: HashSet<MarkerId> =
-            asks.iter().filter(|a| !a.revised).filter_map(Ask::id).collect();
+        let ids: HashSet<MarkerId> = asks.iter().filter(|a| !a.revised).map(|a| a.record).collect();
         self.asks.update(|records| records.retain(|r| !ids.contains(&r.id)));
     }
 
@@ -190,15 +184,8 @@ fn close_gone(
 
 /// Gives each fresh marker a new id and records it — unless, looked at under the ledger's lock,
 /// another server on the root has just recorded it (`found`'s markers, all of the file's, are
-/// paired with the records again). Returns the markers claimed, with their ids as tags;
-/// without, when `with_id` is false (a file `--tag file` cannot tag: Claude is told to ask the
-/// user to remove the marker).
-fn claim(
-    found: &InFile,
-    fresh: Vec<Marker>,
-    records: &mut Vec<AskRecord>,
-    with_id: bool,
-) -> Vec<Marker> {
+/// paired with the records again). Returns the markers claimed, with their ids as tags.
+fn claim(found: &InFile, fresh: Vec<Marker>, records: &mut Vec<AskRecord>) -> Vec<Marker> {
     let InFile { src, file, markers, .. } = *found;
     let pairs = pairing::pair(found, records);
     let recorded: HashSet<usize> =
@@ -212,7 +199,7 @@ fn claim(
         let id = MarkerId::fresh(src, &taken, uuid_random);
         taken.insert(id);
         records.push(record(src, file, &m, id));
-        claimed.push(Marker { tag: with_id.then_some(id), ..m });
+        claimed.push(Marker { tag: Some(id), ..m });
     }
     claimed
 }
@@ -241,6 +228,7 @@ fn record(src: &[u8], file: &str, m: &Marker, id: MarkerId) -> AskRecord {
         anchor: anchor(src, m),
         announced: asks::now(),
         resolved: None,
+        heard: None,
     }
 }
 

@@ -20,10 +20,13 @@ struct TagLater {
     due: Instant,
 }
 
-/// Delivered asks waiting for their tags, by file.
+/// Heard asks waiting for their tags, by file, and delivered ones waiting to be heard.
 #[derive(Default)]
 pub(super) struct TagQueue {
     later: HashMap<PathBuf, TagLater>,
+    /// Asks sent to a client that tells later whether they were heard (Claude Code, through
+    /// the hub): tagged only once they are.
+    unheard: HashMap<MarkerId, PathBuf>,
     /// How long a file must be quiet before a tag is written into it (zero: at once).
     quiet: Duration,
 }
@@ -31,16 +34,35 @@ pub(super) struct TagQueue {
 impl TagQueue {
     /// A queue that writes a file's tags once it was quiet for `quiet`.
     pub fn new(quiet: Duration) -> Self {
-        TagQueue { later: HashMap::new(), quiet }
+        TagQueue { later: HashMap::new(), unheard: HashMap::new(), quiet }
     }
 
-    /// The asks reached the client: those to be tagged get their tags once their file is quiet.
+    /// The heard asks among `asks` to be tagged get their tags once their file is quiet.
     pub fn push(&mut self, asks: &[Ask]) {
-        let due = Instant::now() + self.quiet;
+        self.owe(asks.iter().filter(|a| a.stamped).filter_map(|a| Some((a.id()?, a.path.clone()))));
+    }
+
+    /// The asks to be tagged among `asks` wait to be heard.
+    pub fn wait_for_hearing(&mut self, asks: &[Ask]) {
         for ask in asks.iter().filter(|a| a.stamped) {
-            let Some(id) = ask.id() else { continue };
-            let later =
-                self.later.entry(ask.path.clone()).or_insert(TagLater { ids: Vec::new(), due });
+            if let Some(id) = ask.id() {
+                self.unheard.insert(id, ask.path.clone());
+            }
+        }
+    }
+
+    /// These asks were heard: those waiting for it get their tags once their file is quiet.
+    pub fn heard(&mut self, ids: &[MarkerId]) {
+        let owed: Vec<(MarkerId, PathBuf)> =
+            ids.iter().filter_map(|id| Some((*id, self.unheard.remove(id)?))).collect();
+        self.owe(owed.into_iter());
+    }
+
+    /// Owes these tags, written once their file has been quiet for the quiet time.
+    fn owe(&mut self, owed: impl Iterator<Item = (MarkerId, PathBuf)>) {
+        let due = Instant::now() + self.quiet;
+        for (id, path) in owed {
+            let later = self.later.entry(path).or_insert(TagLater { ids: Vec::new(), due });
             later.ids.push(id);
             later.due = due;
         }
@@ -70,9 +92,23 @@ impl TagQueue {
 }
 
 impl LivePipeline<'_> {
-    /// The asks reached the client: those to be tagged get their tags once their file is quiet.
-    pub fn delivered(&mut self, asks: &[Ask]) {
-        self.tags.push(asks);
+    /// The asks reached the client. `heard`: the client is a person or a program that shows
+    /// them (the terminal), so they are heard now; else they are heard when the client says so
+    /// ([`LivePipeline::heard`]). A heard ask to be tagged gets its tag once its file is quiet.
+    pub fn delivered(&mut self, asks: &[Ask], heard: bool) {
+        if heard {
+            let ids: Vec<MarkerId> = asks.iter().map(|a| a.record).collect();
+            self.ledger.asks.hear(&ids);
+            self.tags.push(asks);
+        } else {
+            self.tags.wait_for_hearing(asks);
+        }
+    }
+
+    /// There is evidence that these asks entered Claude's context: the ones waiting for that
+    /// get their tags once their file is quiet.
+    pub fn heard(&mut self, ids: &[MarkerId]) {
+        self.tags.heard(ids);
     }
 
     /// Writes the tags whose file has been quiet long enough (all, with no quiet time);

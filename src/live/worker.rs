@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::asks::{Asks, TagMode};
 use crate::error::StartError;
 use crate::fsio;
+use crate::id::MarkerId;
 use crate::languages::LanguageTable;
 use crate::scan::Scanner;
 use crate::watch::{Change, Watch, WatchStats};
@@ -53,8 +54,14 @@ pub enum Delivery {
 /// Where the live worker's asks go: the terminal, or the MCP server's announcer.
 pub trait Sink: Send + 'static {
     /// Hands one ask on, in order, and returns once it reached the client — or could not: an
-    /// ask is tagged only once it was delivered, so a tag on disk is an ask someone heard.
+    /// ask is tagged only once it was heard, so a tag on disk is an ask someone heard.
     fn deliver(&mut self, ask: Ask) -> Delivery;
+
+    /// True if an ask delivered here is heard by being delivered (a terminal someone reads);
+    /// false if hearing is told later, through [`Live::serve`]'s heard channel (Claude Code).
+    fn hears(&self) -> bool {
+        true
+    }
 
     /// Hands a round of asks on, in order, and returns how many of them, from the first,
     /// reached the client (the rest did not, and nothing more will). One at a time unless a
@@ -94,7 +101,21 @@ pub struct Live {
 impl Live {
     /// Watches the root and starts the worker; returns once every directory is watched.
     pub fn start(options: &LiveOptions, sink: impl Sink) -> Result<Live, StartError> {
-        Live::launch(options, None, None, sink)
+        Live::launch(options, None, None, None, sink)
+    }
+
+    /// [`Live::start`] for the server: `asks` is the record the server's tools and hub share,
+    /// `since` (if any) when the root was last watched — the files modified since are looked
+    /// at first, so an ask saved while no session ran (or the owner was gone) is heard now —
+    /// and `heard` brings the ids of asks Claude heard (only those are tagged).
+    pub fn serve(
+        options: &LiveOptions,
+        asks: Asks,
+        since: Option<SystemTime>,
+        heard: Receiver<Vec<MarkerId>>,
+        sink: impl Sink,
+    ) -> Result<Live, StartError> {
+        Live::launch(options, Some(asks), since, Some(heard), sink)
     }
 
     /// [`Live::start`] for a process taking the root over from its previous owner (see
@@ -108,13 +129,14 @@ impl Live {
         since: SystemTime,
         sink: impl Sink,
     ) -> Result<Live, StartError> {
-        Live::launch(options, asks, Some(since), sink)
+        Live::launch(options, asks, Some(since), None, sink)
     }
 
     fn launch(
         options: &LiveOptions,
         asks: Option<Asks>,
         since: Option<SystemTime>,
+        heard: Option<Receiver<Vec<MarkerId>>>,
         sink: impl Sink,
     ) -> Result<Live, StartError> {
         let scanner = Scanner::new(LanguageTable::builtin(), &options.trigger)?;
@@ -134,12 +156,13 @@ impl Live {
         let stop = Arc::new(AtomicBool::new(false));
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
         let (end, ended) = std::sync::mpsc::channel::<()>();
+        let inputs = merge(changes, heard)?;
         let worker = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("pipeline".into())
                 .spawn(move || {
-                    run_live(&mut live, &changes, &stop, sink);
+                    run_live(&mut live, &inputs, &stop, sink);
                     drop((done, end)); // tells `finished` and `stop`
                 })
                 .map_err(StartError::Thread)?
@@ -208,25 +231,29 @@ impl Drop for Live {
 /// written: their asks were delivered.
 fn run_live(
     live: &mut LivePipeline,
-    changes: &Receiver<Change>,
+    inputs: &Receiver<Input>,
     stop: &AtomicBool,
     mut sink: impl Sink,
 ) {
     loop {
         let input = match live.next_due() {
-            None => changes.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(at) => changes.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => inputs.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(at) => inputs.recv_timeout(at.saturating_duration_since(Instant::now())),
         };
         if stop.load(Ordering::SeqCst) {
             break;
         }
         let asks = match input {
-            Ok(change) => {
+            Ok(Input::Change(change)) => {
                 tracing::debug!("changed: {}", change.path.display());
                 live.process_change(&change, ROUND)
             }
+            Ok(Input::Heard(ids)) => {
+                live.heard(&ids);
+                Vec::new()
+            }
             Err(RecvTimeoutError::Timeout) => live.run_due(Instant::now(), ROUND),
-            Err(RecvTimeoutError::Disconnected) => break,
+            Ok(Input::End) | Err(RecvTimeoutError::Disconnected) => break,
         };
         if hand_on(live, &mut sink, asks).is_break() {
             return;
@@ -240,6 +267,51 @@ fn run_live(
     live.write_all_tags();
 }
 
+/// What wakes the worker: a change from the watch, or word that asks were heard.
+enum Input {
+    Change(Change),
+    Heard(Vec<MarkerId>),
+    /// The watch has ended.
+    End,
+}
+
+/// The watch's changes and the heard ids, as one stream for the worker (a thread each,
+/// blocked on its own channel: nothing polls).
+fn merge(
+    changes: Receiver<Change>,
+    heard: Option<Receiver<Vec<MarkerId>>>,
+) -> Result<Receiver<Input>, StartError> {
+    let (tx, inputs) = std::sync::mpsc::channel();
+    let forward = |name: &str, job: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new().name(name.into()).spawn(job).map_err(StartError::Thread)
+    };
+    if let Some(heard) = heard {
+        let tx = tx.clone();
+        forward(
+            "heard",
+            Box::new(move || {
+                for ids in heard {
+                    if tx.send(Input::Heard(ids)).is_err() {
+                        break;
+                    }
+                }
+            }),
+        )?;
+    }
+    forward(
+        "changes",
+        Box::new(move || {
+            for change in changes {
+                if tx.send(Input::Change(change)).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(Input::End);
+        }),
+    )?;
+    Ok(inputs)
+}
+
 /// Delivers `asks` in order and tells the pipeline which got through;
 /// [`ControlFlow::Break`] once the client is gone.
 fn hand_on(live: &mut LivePipeline, sink: &mut impl Sink, asks: Vec<Ask>) -> ControlFlow<()> {
@@ -247,7 +319,7 @@ fn hand_on(live: &mut LivePipeline, sink: &mut impl Sink, asks: Vec<Ask>) -> Con
         tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
     }
     let reached = sink.deliver_round(&asks);
-    live.delivered(&asks[..reached]);
+    live.delivered(&asks[..reached], sink.hears());
     live.undelivered(&asks[reached..]);
     if reached < asks.len() {
         ControlFlow::Break(())

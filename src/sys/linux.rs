@@ -296,6 +296,22 @@ fn fstype_of(mounts: &str, path: &Path) -> Option<String> {
     best.map(|(_, fstype)| fstype.to_string())
 }
 
+/// The parent of process `pid`, from `/proc/<pid>/stat` (the field after the state, which
+/// follows the last `)`: a command name may hold one).
+pub fn process_parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let fields = std::str::from_utf8(after).ok()?;
+    fields.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// The command line of process `pid`, from `/proc/<pid>/cmdline`.
+pub fn command_line(pid: u32) -> Option<Vec<String>> {
+    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args = bytes.split(|&b| b == 0).filter(|a| !a.is_empty());
+    Some(args.map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,3 +92,23 @@ pub fn watch_caveat(_root: &Path) -> Option<String> {
 pub fn fd_path(_dir: &std::fs::File) -> Option<std::path::PathBuf> {
     None
 }
+
+/// The parent of process `pid`, as `ps` says (macOS keeps it behind `sysctl`; this runs once
+/// per server start, never per save).
+pub fn process_parent(pid: u32) -> Option<u32> {
+    ps(pid, "ppid=")?.trim().parse().ok()
+}
+
+/// The command line of process `pid`, as `ps` prints it (arguments split at spaces).
+pub fn command_line(pid: u32) -> Option<Vec<String>> {
+    Some(ps(pid, "command=")?.split_whitespace().map(str::to_string).collect())
+}
+
+fn ps(pid: u32, field: &str) -> Option<String> {
+    let out = std::process::Command::new("ps")
+        .args(["-o", field, "-p", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -18,9 +18,13 @@ mod os;
 mod os;
 
 pub use os::{
-    exchange, lease_broken, name_unnamed, release_lease, rename_noreplace, take_lease,
-    take_write_lease, unnamed_file_in, watch_caveat, WATCH_MODE,
+    command_line, exchange, lease_broken, name_unnamed, release_lease, rename_noreplace,
+    take_lease, take_write_lease, unnamed_file_in, watch_caveat, WATCH_MODE,
 };
+
+/// A background hook (`asyncRewake`) runs beside the session: Claude Code's start does not wait
+/// for it.
+pub const BACKGROUND_HOOKS_BLOCK: bool = false;
 
 /// Opens `rel` (a directory under `root`) one component at a time, each relative to the one
 /// before and with `O_NOFOLLOW | O_DIRECTORY`: a symlink anywhere below the root fails
@@ -292,6 +296,21 @@ fn rename_if_absent(from: &Path, to: &Path) -> io::Result<()> {
 /// The process that started this one (Claude Code, a shell): what a user recognises.
 pub fn parent_pid() -> Option<u32> {
     Some(std::os::unix::process::parent_id())
+}
+
+/// The processes above this one, nearest first, at most `max` (init not counted): the Claude
+/// Code session that started a server is among them, however many launchers are in between.
+pub fn ancestors(max: usize) -> Vec<u32> {
+    let mut chain = Vec::new();
+    let mut pid = std::os::unix::process::parent_id();
+    while pid > 1 && chain.len() < max && !chain.contains(&pid) {
+        chain.push(pid);
+        match os::process_parent(pid) {
+            Some(parent) => pid = parent,
+            None => break,
+        }
+    }
+    chain
 }
 
 /// The result of a raw call that returns 0 or -1 with `errno`.

@@ -299,9 +299,63 @@ fn backup_name(a: &Path) -> PathBuf {
     }
 }
 
-/// The process that started this one: std has no call for it on Windows (it would take a
-/// process snapshot), so the owner is named by its own pid only.
+/// The process that started this one, from a process snapshot.
 pub fn parent_pid() -> Option<u32> {
+    process_parent(std::process::id())
+}
+
+/// A background hook (`asyncRewake`) of `SessionStart` holds up Claude Code's start on Windows
+/// (anthropics/claude-code#89960): there the hook looks once and returns.
+pub const BACKGROUND_HOOKS_BLOCK: bool = true;
+
+/// The parent of process `pid`, from a snapshot of the processes (Toolhelp).
+pub fn process_parent(pid: u32) -> Option<u32> {
+    use windows_sys::Win32::Foundation::{CloseHandle, INVALID_HANDLE_VALUE};
+    use windows_sys::Win32::System::Diagnostics::ToolHelp::{
+        CreateToolhelp32Snapshot, Process32FirstW, Process32NextW, PROCESSENTRY32W,
+        TH32CS_SNAPPROCESS,
+    };
+    // SAFETY: plain calls on a snapshot handle that is closed before returning; the entry is
+    // plain data with its size set as the API requires.
+    unsafe {
+        let snapshot = CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0);
+        if snapshot == INVALID_HANDLE_VALUE {
+            return None;
+        }
+        let mut entry: PROCESSENTRY32W = std::mem::zeroed();
+        entry.dwSize = std::mem::size_of::<PROCESSENTRY32W>() as u32;
+        let mut parent = None;
+        let mut more = Process32FirstW(snapshot, &mut entry) != 0;
+        while more {
+            if entry.th32ProcessID == pid {
+                parent = Some(entry.th32ParentProcessID).filter(|&p| p != 0);
+                break;
+            }
+            more = Process32NextW(snapshot, &mut entry) != 0;
+        }
+        CloseHandle(snapshot);
+        parent
+    }
+}
+
+/// The processes above this one, nearest first, at most `max`.
+pub fn ancestors(max: usize) -> Vec<u32> {
+    let mut chain = Vec::new();
+    let mut pid = std::process::id();
+    while chain.len() < max {
+        match process_parent(pid) {
+            Some(parent) if !chain.contains(&parent) => {
+                chain.push(parent);
+                pid = parent;
+            }
+            _ => break,
+        }
+    }
+    chain
+}
+
+/// A process's command line: not read on Windows (it lives in the other process's memory).
+pub fn command_line(_pid: u32) -> Option<Vec<String>> {
     None
 }
 

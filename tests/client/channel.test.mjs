@@ -198,7 +198,7 @@ describe('filewatch-mcp with the MCP TypeScript SDK client (as Claude Code)', { 
     assert.ok(resolve.required?.includes('id'), `resolve_ask requires id: ${JSON.stringify(resolve)}`);
   });
 
-  it('a saved @claude comment is stamped and announced on the channel', async () => {
+  it('a saved @claude comment is announced on the channel, and stamped once heard', async () => {
     fs.writeFileSync(path.join(root, 'a.py'), 'x = 1  # @claude why one?\n');
     const { n } = await waitForChannel(forFile('a.py'), 'a.py');
     const { content, meta } = n.params;
@@ -217,8 +217,12 @@ describe('filewatch-mcp with the MCP TypeScript SDK client (as Claude Code)', { 
     const raw = rawChannel.find((m) => m.params?.meta?.file === 'a.py');
     assert.deepEqual(raw.params, n.params);
     replyTo = meta.replyTo;
-    // The tag follows the announcement once the file has been left alone for --settle (5 s by
-    // default: an editor that saves while its user types is not written under).
+    // Sent is not heard: the tag waits for evidence that Claude heard the ask. A tool call
+    // naming it is such evidence (Claude lists the asks); then the tag follows once the file
+    // has been left alone for --settle (5 s by default: an editor that saves while its user
+    // types is not written under).
+    const listed = await client.callTool({ name: 'list_asks', arguments: {} });
+    assert.ok(!listed.isError, JSON.stringify(listed));
     await waitUntil(
       () => read('a.py').includes(`# @claude[${replyTo}] why one?`),
       `a.py stamped with ${replyTo} (now ${JSON.stringify(read('a.py'))})`,

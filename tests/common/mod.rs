@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod claude;
+pub mod mcp;
 pub mod tmux;
 
 use std::io::{BufRead, BufReader};

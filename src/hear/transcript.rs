@@ -1,0 +1,113 @@
+//! A session's transcript as evidence: Claude Code appends every message that enters the
+//! conversation — a channel message, a hook's text, Claude's own tool calls — as JSON lines
+//! to the file its hooks name (`transcript_path`). An ask whose id is there was heard.
+
+use std::collections::HashSet;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::id::MarkerId;
+
+/// The most of a transcript read at once: a long session's file grows to megabytes; what came
+/// before this much at the first look is older than any ask still unheard.
+const MAX_READ: u64 = 64 << 20;
+
+/// A transcript, as far as it has been read.
+#[derive(Debug)]
+pub struct Transcript {
+    path: PathBuf,
+    read_to: u64,
+}
+
+impl Transcript {
+    /// The transcript at `path`, not read yet.
+    pub fn new(path: &Path) -> Transcript {
+        Transcript { path: path.to_path_buf(), read_to: 0 }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Which of `ids` appear in the lines written since the last look (the first look reads
+    /// the file, or its last [`MAX_READ`] bytes) that entered the conversation. A transcript
+    /// that cannot be read (gone, a FIFO planted there) tells nothing.
+    pub fn find(&mut self, ids: &HashSet<MarkerId>) -> Vec<MarkerId> {
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        let Ok(mut file) = crate::state::open_existing(&self.path) else { return Vec::new() };
+        let Ok(len) = file.metadata().map(|m| m.len()) else { return Vec::new() };
+        if len < self.read_to {
+            self.read_to = 0; // rewritten (compacted): read it again
+        }
+        let from = self.read_to.max(len.saturating_sub(MAX_READ));
+        if len <= from || file.seek(SeekFrom::Start(from)).is_err() {
+            return Vec::new();
+        }
+        let mut bytes = Vec::new();
+        if (&mut file).take(len - from).read_to_end(&mut bytes).is_err() {
+            return Vec::new();
+        }
+        // Whole lines only: a line still being written is read whole at the next look.
+        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else { return Vec::new() };
+        bytes.truncate(end + 1);
+        self.read_to = from + bytes.len() as u64;
+        ids.iter().copied().filter(|id| in_conversation(&bytes, *id)).collect()
+    }
+}
+
+/// True if a line of `bytes` that entered the conversation holds `id`: a user or assistant
+/// message, an attachment (a hook's `additionalContext`, a channel message queued mid-turn)
+/// or a system message — not a queue operation (a message queued is not one sent yet).
+fn in_conversation(bytes: &[u8], id: MarkerId) -> bool {
+    let needle = id.to_string();
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    finder.find_iter(bytes).any(|at| {
+        let start = bytes[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i);
+        let kind = serde_json::from_slice::<serde_json::Value>(&bytes[start..end])
+            .ok()
+            .and_then(|line| line["type"].as_str().map(str::to_string));
+        // A line cut by the start of this read is whole in none: its id was seen before.
+        matches!(kind.as_deref(), Some("user" | "assistant" | "attachment" | "system"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn an_id_is_found_once_written_even_across_two_looks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let id: MarkerId = "fw-0badc0de".parse().unwrap();
+        let other: MarkerId = "fw-12345678".parse().unwrap();
+        let ids: HashSet<MarkerId> = [id, other].into_iter().collect();
+        let mut t = Transcript::new(&path);
+        assert!(t.find(&ids).is_empty(), "no file yet");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(b"{\"type\":\"user\",\"text\":\"replyTo=\\\"fw-0bad").unwrap();
+        assert!(t.find(&ids).is_empty());
+        f.write_all(b"c0de\\\"\"}\n").unwrap();
+        assert_eq!(t.find(&ids), vec![id], "the id cut by the first look is found by the next");
+    }
+
+    #[test]
+    fn a_queued_message_is_not_heard_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let id: MarkerId = "fw-0badc0de".parse().unwrap();
+        let ids: HashSet<MarkerId> = [id].into_iter().collect();
+        let queued = r#"{"type":"queue-operation","operation":"enqueue","content":"fw-0badc0de"}"#;
+        std::fs::write(&path, format!("{queued}\n")).unwrap();
+        let mut t = Transcript::new(&path);
+        assert!(t.find(&ids).is_empty());
+        let sent = r#"{"type":"attachment","attachment":{"type":"hook_additional_context","content":["<ask id=\"fw-0badc0de\">"]}}"#;
+        std::fs::write(&path, format!("{queued}\n{sent}\n")).unwrap();
+        assert_eq!(t.find(&ids), vec![id]);
+    }
+}
