@@ -91,6 +91,43 @@ fn text_output_is_path_line_text() {
     );
 }
 
+/// `scan --verbose` says where a comment almost holds an ask and why it is none (issue 33);
+/// strings, e-mail addresses and real asks get no hint, and without the flag nothing is said.
+#[test]
+fn scan_verbose_explains_near_misses() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = [
+        "# @claude: a real ask",
+        "# @Claude fix this",
+        "# @claudefix this",
+        "# @claude:",
+        "# note @claude fix this",
+        "# @claude:fix this",
+        "# write to me@claude.ai",
+        "s = \"@Claude fix this\"",
+        "x = 1",
+    ];
+    write(dir.path(), "a.py", src.join("\n") + "\n");
+    let quiet = run(&["scan", "a.py"], dir.path());
+    assert_eq!(stdout(&quiet), "a.py:1: @claude: a real ask\n");
+    assert_eq!(stderr(&quiet), "");
+    let out = run(&["scan", "--verbose", "a.py"], dir.path());
+    assert_eq!(stdout(&out), "a.py:1: @claude: a real ask\n");
+    let hints = stderr(&out);
+    let lines: Vec<&str> = hints.lines().collect();
+    let expect = [
+        ("a.py:2:3: not an ask: ", "case-sensitive"),
+        ("a.py:3:3: not an ask: ", "`@claudefix` is another word"),
+        ("a.py:4:3: not an ask: ", "nothing to ask after `@claude:`"),
+        ("a.py:5:8: not an ask: ", "must start the comment"),
+        ("a.py:6:3: not an ask: ", "`:` after the trigger must be followed by whitespace"),
+    ];
+    assert_eq!(lines.len(), expect.len(), "{hints}");
+    for (line, (start, why)) in lines.iter().zip(expect) {
+        assert!(line.starts_with(start) && line.contains(why), "{line:?}: want {start}… {why}");
+    }
+}
+
 #[test]
 fn ignore_rules_hard_excludes_and_explicit_files() {
     let dir = tempfile::tempdir().unwrap();

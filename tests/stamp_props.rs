@@ -13,10 +13,10 @@ use proptest::prelude::*;
 enum Line {
     /// Random bytes without line breaks: code, strings, garbage, invalid UTF-8.
     Noise(Vec<u8>),
-    /// A comment alone on its line.
-    Marker { indent: String, ask: String },
+    /// A comment alone on its line; `punct` is what follows the trigger (`@claude: fix`).
+    Marker { indent: String, punct: &'static str, ask: String },
     /// A comment after some code.
-    Trailing { code: String, ask: String },
+    Trailing { code: String, punct: &'static str, ask: String },
     /// A marker comment and line comments of the same style below it: one multi-line ask.
     Paragraph { indent: String, ask: String, more: Vec<String> },
     /// A block comment over several lines (`/* @claude …` ⏎ ` * …` ⏎ ` */`), where the
@@ -29,8 +29,9 @@ fn line() -> impl Strategy<Value = Line> {
     prop_oneof![
         3 => proptest::collection::vec(any::<u8>().prop_filter("no breaks", |b| *b != b'\n' && *b != b'\r'), 0..40)
             .prop_map(Line::Noise),
-        2 => ("[ \t]{0,6}", ask).prop_map(|(indent, ask)| Line::Marker { indent, ask }),
-        1 => ("[a-z]{1,8} = [0-9]{1,3}", ask).prop_map(|(code, ask)| Line::Trailing { code, ask }),
+        2 => ("[ \t]{0,6}", punct(), ask).prop_map(|(indent, punct, ask)| Line::Marker { indent, punct, ask }),
+        1 => ("[a-z]{1,8} = [0-9]{1,3}", punct(), ask)
+            .prop_map(|(code, punct, ask)| Line::Trailing { code, punct, ask }),
         1 => ("[ \t]{0,4}", ask, proptest::collection::vec("[a-z][a-z ,]{0,12}", 1..4))
             .prop_map(|(indent, ask, more)| Line::Paragraph { indent, ask, more }),
         1 => ("[ \t]{0,4}", ask, proptest::collection::vec("[a-z][a-z ,]{0,12}", 1..4))
@@ -38,7 +39,11 @@ fn line() -> impl Strategy<Value = Line> {
     ]
 }
 
-/// (language, comment token)
+/// What may follow the trigger before the ask's whitespace: nothing, `:` or `,`.
+fn punct() -> impl Strategy<Value = &'static str> {
+    prop_oneof![2 => Just(""), 1 => Just(":"), 1 => Just(",")]
+}
+
 /// (language, line comment token, has `/* */` block comments)
 const LANGUAGES: &[(&str, &str, bool)] = &[
     ("python", "#", false),
@@ -66,12 +71,12 @@ fn file() -> impl Strategy<Value = (usize, Vec<u8>)> {
             for (i, l) in lines.iter().enumerate() {
                 match l {
                     Line::Noise(b) => out.extend_from_slice(b),
-                    Line::Marker { indent, ask } => {
-                        out.extend_from_slice(format!("{indent}{token} @claude {ask}").as_bytes())
-                    }
-                    Line::Trailing { code, ask } => {
-                        out.extend_from_slice(format!("{code}  {token} @claude {ask}").as_bytes())
-                    }
+                    Line::Marker { indent, punct, ask } => out.extend_from_slice(
+                        format!("{indent}{token} @claude{punct} {ask}").as_bytes(),
+                    ),
+                    Line::Trailing { code, punct, ask } => out.extend_from_slice(
+                        format!("{code}  {token} @claude{punct} {ask}").as_bytes(),
+                    ),
                     Line::Paragraph { indent, ask, more } => {
                         out.extend_from_slice(format!("{indent}{token} @claude {ask}").as_bytes());
                         for m in more {
@@ -159,6 +164,37 @@ proptest! {
         let out = splice(&src, &stamps);
         let resolved = resolve(&out, &scan(lang, &out), stamps[0].id).unwrap();
         prop_assert_eq!(resolved, without_line(&src, m));
+    }
+}
+
+/// `@claude: …` and `@claude, …` (issue 33): the tag goes right after the trigger, before the
+/// `:` or `,`, the ask keeps them as typed, and resolve removes the whole line.
+#[test]
+fn a_colon_or_comma_ask_is_stamped_after_the_trigger_and_resolved() {
+    for (lang, src) in [
+        (0, "import os\n# @claude: use pathlib\nx = 1\n"),
+        (1, "fn f() {}\n// @claude, why?\nfn g() {}\n"),
+        (3, "x = 1  # @claude: why one?\n"),
+    ] {
+        let src = src.as_bytes();
+        let markers = scan(lang, src);
+        assert_eq!(markers.len(), 1, "{}: {markers:?}", String::from_utf8_lossy(src));
+        let stamps = plan(src, &markers, uuid_random);
+        let out = splice(src, &stamps);
+        let id = stamps[0].id;
+        let punct = if src.windows(8).any(|w| w == b"@claude:") { ':' } else { ',' };
+        let stamped = format!("@claude[{id}]{punct} ");
+        assert!(
+            String::from_utf8_lossy(&out).contains(&stamped),
+            "{stamped:?} not in {}",
+            String::from_utf8_lossy(&out)
+        );
+        let again = scan(lang, &out);
+        assert_eq!(again.len(), 1);
+        assert_eq!((again[0].tag, &again[0].text), (Some(id), &markers[0].text));
+        assert!(again[0].text.starts_with(&format!("@claude{punct} ")));
+        let resolved = resolve(&out, &again, id).unwrap();
+        assert_eq!(resolved, without_line(src, &markers[0]));
     }
 }
 
