@@ -50,10 +50,13 @@ pub use id::{uuid_random, BadId, MarkerId};
 pub use languages::{Language, LanguageTable};
 pub use live::{Ask, Delivery, Live, LiveOptions, LivePipeline, Sink};
 pub use pipeline::{
-    candidate_files, relative, resolve_file, resolve_in_tree, resolve_recorded, scan_file,
-    scan_paths, stamp_file, EditError, FileMarkers, ScanReport, WRITE_ATTEMPTS,
+    candidate_files, near_misses, relative, resolve_file, resolve_in_tree, resolve_recorded,
+    scan_file, scan_paths, stamp_file, EditError, FileMarkers, ScanReport, WRITE_ATTEMPTS,
 };
-pub use scan::{escaped, DecidedBy, FallbackReason, Marker, MarkerView, Scanner, DEFAULT_TRIGGER};
+pub use scan::{
+    escaped, DecidedBy, FallbackReason, Marker, MarkerView, NearMiss, NearMissWhy, Scanner,
+    DEFAULT_TRIGGER,
+};
 pub use sys::{shutdown_signal, slash_path};
 pub use walk::Listing;
 pub use watch::{Change, Watch, WatchStats};

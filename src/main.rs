@@ -94,6 +94,11 @@ enum Command {
         /// One JSON object per marker and line.
         #[arg(long)]
         json: bool,
+        /// Also say on stderr where a comment almost holds an ask, and why it is none
+        /// (`@Claude …`, `@claudefix`, `@claude:` with nothing after it, the trigger after
+        /// other words).
+        #[arg(long)]
+        verbose: bool,
         /// The word that starts an ask.
         #[arg(long, default_value = DEFAULT_TRIGGER)]
         trigger: String,
@@ -205,7 +210,7 @@ fn main() -> ExitCode {
     init_logging(cli.log_level, default_level);
     let result = match command {
         Command::Serve(args) => serve(args),
-        Command::Scan { json, trigger, paths } => scan(json, &trigger, &paths),
+        Command::Scan { json, verbose, trigger, paths } => scan(json, verbose, &trigger, &paths),
         Command::Watch { dir, root, debounce, settle, trigger, json, tag } => {
             watch(dir.as_deref().unwrap_or(&root), debounce, settle, &trigger, json, tag)
         }
@@ -598,7 +603,7 @@ fn resolve(id: &str, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+fn scan(json: bool, verbose: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let table = LanguageTable::builtin();
     let scanner = Scanner::new(table, trigger)?;
     check_paths(paths)?;
@@ -631,6 +636,9 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
         }
     }
     out.flush()?;
+    if verbose {
+        say_near_misses(&scanner, paths, threads);
+    }
     tracing::debug!(
         "{} files read, {skipped} skipped or failed, {} markers",
         report.scanned,
@@ -638,6 +646,18 @@ fn scan(json: bool, trigger: &str, paths: &[PathBuf]) -> anyhow::Result<ExitCode
     );
     // 0: everything was read; 1: some of it could not be (said on stderr); 2: usage errors.
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `scan --verbose`: each comment that almost holds an ask, on stderr (stdout stays the list
+/// of asks), as `path:line:column: not an ask: why`.
+fn say_near_misses(scanner: &Scanner, paths: &[PathBuf], threads: usize) {
+    for (path, misses) in filewatch_mcp::near_misses(scanner, paths, threads) {
+        let name = terminal_name(&filewatch_mcp::slash_path(&path)); // `/` on every OS
+        for miss in misses {
+            let why = terminal_text(&miss.to_string());
+            eprintln!("{name}:{}:{}: not an ask: {why}", miss.line, miss.column);
+        }
+    }
 }
 
 /// `12` for a one-line ask, `12-14` for one over several lines.

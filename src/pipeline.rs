@@ -12,7 +12,7 @@ use crate::git;
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
 use crate::pairing::{self, InFile};
-use crate::scan::{Marker, Scanner};
+use crate::scan::{Marker, NearMiss, Scanner};
 use crate::stamp::{self, ResolveError};
 use crate::walk::{self, Listing};
 
@@ -139,6 +139,27 @@ pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanR
     report.files.sort_by(|a, b| a.path.cmp(&b.path));
     report.errors.sort_by(|a, b| a.path().cmp(b.path()));
     report
+}
+
+/// The comments that almost hold an ask ([`Scanner::near_misses`]) in each file under `paths`
+/// in a known language, for `scan --verbose`. A file that cannot be read is skipped: saying so
+/// is the scan's part.
+pub fn near_misses(
+    scanner: &Scanner,
+    paths: &[PathBuf],
+    threads: usize,
+) -> Vec<(PathBuf, Vec<NearMiss>)> {
+    let listing = candidate_files(scanner.table(), paths, threads);
+    let near = |path: &PathBuf| {
+        let source = fsio::read_source(path).ok()?;
+        if fsio::looks_binary(&source.bytes) {
+            return None;
+        }
+        let lang = scanner.table().detect(path, &source.bytes)?;
+        let misses = scanner.near_misses(lang, &source.bytes);
+        (!misses.is_empty()).then(|| (path.clone(), misses))
+    };
+    listing.files.iter().filter_map(near).collect()
 }
 
 /// The files under `paths` that may be in a known language; files named directly always count.

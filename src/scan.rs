@@ -21,6 +21,7 @@ use crate::languages::{Language, LanguageTable};
 
 mod embed;
 mod lexer;
+mod near;
 mod recover;
 mod symbol;
 mod trees;
@@ -28,6 +29,8 @@ mod view;
 
 use embed::{embedded_region, lang_hides_comment, Embedded};
 use lexer::{FallbackLexer, LexState, Step};
+use near::{Miss, Why};
+pub use near::{NearMiss, Why as NearMissWhy};
 use recover::Recovery;
 pub use symbol::{sources as symbol_queries, Symbol};
 use trees::Reuse;
@@ -528,7 +531,8 @@ impl<'t> Scanner<'t> {
     // ---- reading one comment -----------------------------------------------------------
 
     /// Reads the comment `range` whose trigger is at `hit`: the trigger must start the body,
-    /// after the opening token, doc markers and whitespace.
+    /// after the opening token, doc markers and whitespace. What makes a hit no ask is noted
+    /// for `scan --verbose` (`near`).
     fn read_comment(
         &self,
         lang: &Language,
@@ -537,7 +541,13 @@ impl<'t> Scanner<'t> {
         hit: usize,
     ) -> Option<Body> {
         let prefix = &src[range.start..hit];
-        let close = opening_token(lang, prefix)?;
+        let Some(close) = opening_token(lang, prefix) else {
+            // `// see @claude …` almost asks; `me@claude.ai` is a word, no near miss.
+            if prefix.last().is_some_and(u8::is_ascii_whitespace) {
+                near::note(hit, Miss { why: Why::NotAtStart, end: hit + self.trigger.len() });
+            }
+            return None;
+        };
         let mut body_end = range.end;
         if let Some(close) = close {
             let close = close.as_bytes();
@@ -546,29 +556,67 @@ impl<'t> Scanner<'t> {
             }
         }
         let after = hit + self.trigger.len();
-        if after > body_end {
-            return None;
+        let (tag, ask) = match self.ask_after(src, after, body_end) {
+            Ok(found) => found,
+            Err(miss) => {
+                if let Some(miss) = miss {
+                    near::note(hit, miss);
+                }
+                return None;
+            }
+        };
+        let mut text = self.trigger.clone();
+        let ask_text = &src[ask];
+        if ask_text.contains(&b'\n') || ask_text.contains(&b'\r') {
+            text.push_str(&block_text(ask_text));
+        } else {
+            text.push_str(&String::from_utf8_lossy(ask_text));
         }
-        let (tag, payload) = match MarkerId::from_tag(&src[after..body_end]) {
+        Some(Body { hit, insert_at: after, tag, text, line_comment: close.is_none() })
+    }
+
+    /// The tag and the ask after a trigger that ends at `after`, in a comment body that ends at
+    /// `body_end`: the trigger (and its tag) is followed by whitespace, or by `:` or `,` and
+    /// whitespace (`@claude: fix this`, `@claude, why…`: asks are written like `TODO:`), then
+    /// something to ask. The ask runs from right after the tag, so it keeps the `:` or `,` as
+    /// typed. Otherwise why it is none, where that is worth a hint (`@claude.foo` is not).
+    fn ask_after(
+        &self,
+        src: &[u8],
+        after: usize,
+        body_end: usize,
+    ) -> Result<(Option<MarkerId>, Range<usize>), Option<Miss>> {
+        let miss = |why, end| Err(Some(Miss { why, end }));
+        if after > body_end {
+            return miss(Why::NothingToAsk, after.min(src.len()));
+        }
+        let body = &src[..body_end];
+        let (tag, start) = match MarkerId::from_tag(&body[after..]) {
             Some(tag) => (Some(tag), after + TAG_LEN),
             None => (None, after),
         };
-        // The trigger (and tag) must be followed by whitespace and something to ask.
-        if !matches!(src.get(payload), Some(b' ' | b'\t' | b'\r' | b'\n')) || payload >= body_end {
-            return None;
+        let punct = matches!(body.get(start), Some(b':' | b','));
+        let space = start + usize::from(punct);
+        let word_end = |from: usize| {
+            from + body[from..].iter().take_while(|b| !b.is_ascii_whitespace()).count()
+        };
+        match body.get(space) {
+            Some(b' ' | b'\t' | b'\r' | b'\n') => {}
+            None => return miss(Why::NothingToAsk, space),
+            Some(_) if punct => {
+                return miss(Why::NoSpace(char::from(body[start])), word_end(space))
+            }
+            Some(b'[') => return miss(Why::BadTag, word_end(start)),
+            Some(&b) if b.is_ascii_alphanumeric() || b == b'_' => {
+                return miss(Why::Glued, word_end(start))
+            }
+            Some(_) => return Err(None),
         }
-        let text_end = payload + trim_end(&src[payload..body_end]).len();
-        if text_end == payload || src[payload..text_end].iter().all(|b| b.is_ascii_whitespace()) {
-            return None;
+        let text_end = space + trim_end(&body[space..]).len();
+        if text_end == space {
+            return miss(Why::NothingToAsk, space);
         }
-        let mut text = self.trigger.clone();
-        let payload_text = &src[payload..text_end];
-        if payload_text.contains(&b'\n') || payload_text.contains(&b'\r') {
-            text.push_str(&block_text(payload_text));
-        } else {
-            text.push_str(&String::from_utf8_lossy(payload_text));
-        }
-        Some(Body { hit, insert_at: after, tag, text, line_comment: close.is_none() })
+        Ok((tag, start..text_end))
     }
 
     /// The comments that continue the line comment `range` (its marker at `hit`) as one
@@ -1135,7 +1183,10 @@ mod tests {
     fn near_misses_are_not_markers() {
         for src in [
             "// @claudette x\n",
-            "// @claude: x\n",
+            "// @claude:x\n",
+            "// @claude: \n",
+            "// @claude.foo x\n",
+            "// me@claude.ai x\n",
             "// @claude\n",
             "// @claude   \n",
             "// x @claude y\n",

@@ -96,16 +96,22 @@ fn text_output_is_path_line_text() {
 #[test]
 fn scan_verbose_explains_near_misses() {
     let dir = tempfile::tempdir().unwrap();
+    // Code between the comments: no paragraph joins them.
     let src = [
         "# @claude: a real ask",
+        "x = 1",
         "# @Claude fix this",
+        "x = 2",
         "# @claudefix this",
+        "x = 3",
         "# @claude:",
+        "x = 4",
         "# note @claude fix this",
+        "x = 5",
         "# @claude:fix this",
+        "x = 6",
         "# write to me@claude.ai",
         "s = \"@Claude fix this\"",
-        "x = 1",
     ];
     write(dir.path(), "a.py", src.join("\n") + "\n");
     let quiet = run(&["scan", "a.py"], dir.path());
@@ -116,11 +122,11 @@ fn scan_verbose_explains_near_misses() {
     let hints = stderr(&out);
     let lines: Vec<&str> = hints.lines().collect();
     let expect = [
-        ("a.py:2:3: not an ask: ", "case-sensitive"),
-        ("a.py:3:3: not an ask: ", "`@claudefix` is another word"),
-        ("a.py:4:3: not an ask: ", "nothing to ask after `@claude:`"),
-        ("a.py:5:8: not an ask: ", "must start the comment"),
-        ("a.py:6:3: not an ask: ", "`:` after the trigger must be followed by whitespace"),
+        ("a.py:3:3: not an ask: ", "case-sensitive"),
+        ("a.py:5:3: not an ask: ", "`@claudefix` is another word"),
+        ("a.py:7:3: not an ask: ", "nothing to ask after `@claude:`"),
+        ("a.py:9:8: not an ask: ", "must start the comment"),
+        ("a.py:11:3: not an ask: ", "`:` after the trigger must be followed by whitespace"),
     ];
     assert_eq!(lines.len(), expect.len(), "{hints}");
     for (line, (start, why)) in lines.iter().zip(expect) {
