@@ -216,3 +216,61 @@ fn a_hook_on_hostile_input_exits_0_and_prints_nothing() {
         assert!(t.elapsed() < DEADLINE);
     }
 }
+
+/// An ask the user took back (the marker deleted and saved) before anyone heard it is not
+/// handed to Claude.
+#[test]
+fn an_ask_taken_back_before_it_was_heard_is_not_handed_out() {
+    let mut s = Session::start(&[]);
+    std::fs::write(s.root.join("e.py"), "# @claude never mind\nx = 1\n").unwrap();
+    s.channel_ask("e.py");
+    std::fs::write(s.root.join("e.py"), "x = 1\n").unwrap();
+    let ledger = ledger_file(s.state.path());
+    let closed = |l: &str| l.contains("\"e.py\"") && !l.contains("\"resolved\":null");
+    wait_for("the ask closed in the ledger", || {
+        std::fs::read_to_string(&ledger).unwrap_or_default().lines().any(closed)
+    });
+    let out = s.hook(&s.input("PostToolUse", None).to_string(), &[]);
+    assert_eq!(context(&out), None, "an ask the user took back was handed to Claude");
+}
+
+/// An ask no session heard stays pending in the ledger: the next session on the root is handed
+/// it at once; one whose marker is tagged (heard, by a version that tagged what it sent) is not.
+#[test]
+fn an_unheard_ask_of_a_killed_session_reaches_the_next_one() {
+    let mut a = Session::start(&[]);
+    std::fs::write(a.root.join("f.py"), "# @claude still open\n").unwrap();
+    let id = a.channel_ask("f.py")["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+    // An ask of the version before: tagged in its file, its record without a heard time.
+    std::fs::write(a.root.join("g.py"), "# @claude old\n").unwrap();
+    a.channel_ask("g.py");
+    a.server.child.kill().unwrap();
+    a.server.child.wait().unwrap();
+    let ledger = ledger_file(a.state.path());
+    let records = std::fs::read_to_string(&ledger).unwrap();
+    let old_id = records
+        .lines()
+        .filter(|l| l.contains("\"g.py\""))
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l).ok()?["ask"]["id"].as_str().map(str::to_string)
+        })
+        .unwrap();
+    std::fs::write(a.root.join("g.py"), format!("# @claude[{old_id}] old\n")).unwrap();
+
+    let mut b = Server::start_with_args(&a.root, a.state.path(), Stdio::inherit(), &[]);
+    handshake(&mut b);
+    a.server = b;
+    let text = a.context_soon();
+    assert!(text.contains(&format!("<ask id=\"{id}\" file=\"f.py\"")), "{text}");
+    assert!(!text.contains(&old_id), "a tagged ask is heard already: {text}");
+    wait_for("the tag", || a.read("f.py") == format!("# @claude[{id}] still open\n"));
+}
+
+/// The root's ledger in a state directory.
+fn ledger_file(state: &Path) -> PathBuf {
+    std::fs::read_dir(state)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".asks.jsonl"))
+        .expect("a ledger")
+}

@@ -153,12 +153,16 @@ impl Hub {
     /// heard are offered at once.
     pub fn own(&self) {
         let records = self.asks.snapshot();
+        let unheard: Vec<&AskRecord> =
+            records.iter().filter(|r| r.is_pending() && !r.is_heard()).collect();
+        let (heard, offers) = self.still_asked(&unheard);
+        self.asks.hear(&heard);
         let mut state = self.lock();
         state.owner = true;
         let now = Instant::now();
-        for r in records.iter().filter(|r| r.is_pending() && r.heard.is_none()) {
-            if state.offers.iter().all(|p| p.offer.id != r.id) {
-                state.offers.push(Pending { offer: offer_of(r), due: now, sent: false });
+        for offer in offers {
+            if state.offers.iter().all(|p| p.offer.id != offer.id) {
+                state.offers.push(Pending { offer, due: now, sent: false });
             }
         }
         if let Some((dir, endpoint)) = state.endpoint.as_mut() {
@@ -169,6 +173,26 @@ impl Hub {
         }
         drop(state);
         self.changed.notify_waiters();
+    }
+
+    /// Of asks recorded by earlier sessions and never heard, those whose file shows them
+    /// heard after all — tagged: a tag is written only once an ask was heard (and a version
+    /// before hearing tagged every ask it sent) — and, to offer, those still in their file as
+    /// they were asked. One gone from its file is left to the next save of it to close.
+    fn still_asked(&self, records: &[&AskRecord]) -> (Vec<MarkerId>, Vec<Offer>) {
+        let (mut heard, mut offers) = (Vec::new(), Vec::new());
+        for r in records {
+            let Ok(source) = crate::fsio::read_source(&self.root.join(&r.file)) else { continue };
+            let tagged = format!("{}{}", self.trigger, r.id.tag());
+            let first_line = r.text.lines().next().unwrap_or_default();
+            let holds = |needle: &str| memchr::memmem::find(&source.bytes, needle.as_bytes());
+            if holds(&tagged).is_some() {
+                heard.push(r.id);
+            } else if holds(first_line).is_some() {
+                offers.push(offer_of(r));
+            }
+        }
+        (heard, offers)
     }
 
     /// Where the ids of heard asks go (the live worker, which then tags them).
@@ -258,6 +282,7 @@ impl Hub {
             return Vec::new();
         }
         self.read_transcript(state);
+        self.drop_closed(state);
         let overdue_on_channel = state
             .offers
             .iter()
@@ -280,6 +305,20 @@ impl Hub {
             .collect();
         in_flight.extend(due.iter().map(|o| o.id));
         due
+    }
+
+    /// Drops the offers whose asks are no longer waiting to be heard, as the ledger now says:
+    /// resolved (by hand, its marker deleted), or heard through another process.
+    fn drop_closed(&self, state: &mut State) {
+        if state.offers.is_empty() {
+            return;
+        }
+        let offered: HashSet<MarkerId> = state.offers.iter().map(|p| p.offer.id).collect();
+        let waiting: HashSet<MarkerId> = self.asks.view(|records| {
+            let open = |r: &&AskRecord| r.is_pending() && !r.is_heard() && offered.contains(&r.id);
+            records.iter().filter(open).map(|r| r.id).collect()
+        });
+        state.offers.retain(|p| waiting.contains(&p.offer.id));
     }
 
     /// When the next offer falls due, if one is waiting.

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::asks::TagMode;
 use crate::error::Problem;
 use crate::fsio::{self, WriteError};
 use crate::id::MarkerId;
@@ -52,14 +53,21 @@ impl TagQueue {
     }
 
     /// These asks were heard: those waiting for it get their tags once their file is quiet.
-    pub fn heard(&mut self, ids: &[MarkerId]) {
-        let owed: Vec<(MarkerId, PathBuf)> =
-            ids.iter().filter_map(|id| Some((*id, self.unheard.remove(id)?))).collect();
+    /// Returns the others (not sent by this process: an earlier session's).
+    pub fn heard(&mut self, ids: &[MarkerId]) -> Vec<MarkerId> {
+        let (mut owed, mut others) = (Vec::new(), Vec::new());
+        for id in ids {
+            match self.unheard.remove(id) {
+                Some(path) => owed.push((*id, path)),
+                None => others.push(*id),
+            }
+        }
         self.owe(owed.into_iter());
+        others
     }
 
     /// Owes these tags, written once their file has been quiet for the quiet time.
-    fn owe(&mut self, owed: impl Iterator<Item = (MarkerId, PathBuf)>) {
+    pub fn owe(&mut self, owed: impl Iterator<Item = (MarkerId, PathBuf)>) {
         let due = Instant::now() + self.quiet;
         for (id, path) in owed {
             let later = self.later.entry(path).or_insert(TagLater { ids: Vec::new(), due });
@@ -106,9 +114,20 @@ impl LivePipeline<'_> {
     }
 
     /// There is evidence that these asks entered Claude's context: the ones waiting for that
-    /// get their tags once their file is quiet.
+    /// get their tags once their file is quiet — also those an earlier session sent and nobody
+    /// heard then, where their file can hold a tag (`--tag file`, a root that saves
+    /// deliberately: the same as for an ask of this session).
     pub fn heard(&mut self, ids: &[MarkerId]) {
-        self.tags.heard(ids);
+        let earlier = self.tags.heard(ids);
+        if earlier.is_empty() || self.ledger.mode != TagMode::File || self.typing.autosaves() {
+            return;
+        }
+        let root = self.files.root.clone();
+        let owed: Vec<(MarkerId, PathBuf)> = self.ledger.asks.view(|records| {
+            let earlier = records.iter().filter(|r| earlier.contains(&r.id) && r.is_pending());
+            earlier.map(|r| (r.id, root.join(&r.file))).collect()
+        });
+        self.tags.owe(owed.into_iter());
     }
 
     /// Writes the tags whose file has been quiet long enough (all, with no quiet time);
