@@ -123,4 +123,28 @@ mod tests {
         assert_eq!(text.matches("</ask>").count(), 1, "{text}");
         assert!(!text.contains('\u{7}'));
     }
+
+    /// The server's instructions tell Claude both doors an ask comes by, in the words Claude
+    /// reads: the channel's element, this text's element and header, and the two notices an
+    /// idle session is woken with; and what to do with either (the same: resolve_ask by id).
+    #[test]
+    fn the_instructions_name_the_hook_text_as_claude_reads_it() {
+        let text = for_model(&[offer("@claude why so slow?")]);
+        let instructions = crate::server::INSTRUCTIONS;
+        assert!(instructions.len() <= 4096, "{} bytes", instructions.len());
+        let header = text.lines().next().unwrap();
+        let header = header.trim_end_matches(':');
+        assert!(instructions.contains(header), "no {header:?} in: {instructions}");
+        for words in [
+            "<channel source=\"filewatch\"",
+            "<ask id=\"fw-…\" file=\"…\" line=\"…\" end_line=\"…\">",
+            "additional context",
+            "Stop hook",
+            "SessionStart",
+            "resolve_ask",
+        ] {
+            assert!(instructions.contains(words), "no {words:?} in: {instructions}");
+        }
+        assert!(text.starts_with(&format!("{header}:\n<ask id=\"")), "{text}");
+    }
 }
