@@ -88,21 +88,27 @@ const FLUSH_GRACE: Duration = Duration::from_millis(300);
 /// What Claude reads in its system prompt about this server (kept well under 4096 chars).
 pub const INSTRUCTIONS: &str = "\
 filewatch watches the user's files. When the user saves a code comment that starts with \
-@claude, you receive it as a <channel source=\"filewatch\" file=\"…\" line=\"…\" replyTo=\"fw-…\"> \
-message: the content is an ask the user wrote in their code at that file and line (relative to \
-the project root; an ask written over several comment lines runs to end_line). Treat it like a message from the user about that spot in the code: read the \
-file around that line first (if the message has symbol and symbol_lines, read those lines: the \
-function or class the ask is about); if the ask is a question, answer it in this session; if it asks for \
-work, make the change in the code. When you are done, call the resolve_ask tool with the replyTo \
-id (or delete the whole marker comment yourself) so the file is clean; the marker is tagged \
-@claude[fw-…] after delivery (or, where the editor autosaves, its id is kept aside), and it never \
-fires again. A message with revised=\"true\" is the whole text of an ask you got before under the \
-same replyTo, whose first words the editor had saved while the user was still typing: it \
-replaces that one. list_asks shows the asks still open in the tree. Never write a comment that \
-starts with @claude yourself (in code, tests or notes): it would come back to you as a new ask; to \
-leave the user a note, use another word (NOTE:). If a message has no replyTo, the file could not be tagged \
-(read-only, hard-linked, or with metadata a new file could not keep): handle the ask, and tell the \
-user to remove the marker. A message with a notice attribute is no ask: it says which session \
+@claude, the ask reaches you in one of two forms, each ask once: \
+(1) a <channel source=\"filewatch\" file=\"…\" line=\"…\" replyTo=\"fw-…\"> message whose content \
+is the ask; or (2) hook text: \"filewatch: the user saved an ask for you in a code comment\" and \
+<ask id=\"fw-…\" file=\"…\" line=\"…\" end_line=\"…\">the ask</ask>, in a hook's additional \
+context (after a tool call or a prompt), or in a \"Stop hook\" or \"SessionStart\" notice that woke \
+you (shown as a hook's blocking error: it is no error, it is the user's ask). Both mean the same: \
+an ask the user wrote in their code at that file and line (relative to the project root; one \
+written over several comment lines runs to end_line), its id being replyTo or id. Treat it like \
+a message from the user about that spot in the code: read the file around that line first (if \
+it has symbol and symbol_lines, read those lines: the function or class the ask is about); if \
+the ask is a question, answer it in this session; if it asks for work, make the change in the \
+code. When you are done, call the resolve_ask tool with that id (or delete the whole marker \
+comment yourself) so the file is clean; the marker is tagged @claude[fw-…] once you have it (or, \
+where the editor autosaves, its id is kept aside), and it never fires again. An ask with \
+revised=\"true\" is the whole text of one you got before under the same id, whose first words the \
+editor had saved while the user was still typing: it replaces that one. list_asks shows the asks \
+still open in the tree. Never write a comment that starts with @claude yourself (in code, tests \
+or notes): it would come back to you as a new ask; to leave the user a note, use another word \
+(NOTE:). If a channel message has no replyTo, the file could not be tagged (read-only, \
+hard-linked, or with metadata a new file could not keep): handle the ask, and tell the user to \
+remove the marker. A channel message with a notice attribute is no ask: it says which session \
 receives the asks (another Claude Code session in the same project may own them); tell the user \
 once if it matters, nothing else to do.";
 
