@@ -6,7 +6,7 @@
 //! `PreToolUse` before the write, `PostToolUse` after it, the call as JSON on stdin. The hook
 //! ([`record_hook`]) works out the lines the call adds to the file — `PreToolUse` from the
 //! tool's input and the file as it is, `PostToolUse` from the diff Claude Code reports — and
-//! appends their keys ([`crate::git::line_key`]) to a small record in the user's state directory:
+//! appends their keys ([`crate::lines::line_key`]) to a small record in the user's state directory:
 //! `claude-writes/<hash of the file's canonical path>.<day>`. The live pipeline reads the
 //! record of a file whose save holds an untagged marker ([`ClaudeWrites::lines`]): a marker on
 //! a line Claude added is not the user's. No socket and no lock: the record is written before
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::asks;
-use crate::git::line_key;
+use crate::lines::line_key;
 use crate::state::{self, Place};
 
 /// How many days a line Claude wrote counts as Claude's (one record file per day).

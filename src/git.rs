@@ -3,7 +3,7 @@
 //! a file. Nothing else in the crate runs `git` or reads `.git/`.
 //!
 //! Provenance is by content, always ([`GitLines::held`]): a marker's line is git's when the same
-//! line (normalised: [`normalize_line`]) is in a version of the file (or of a path it was moved
+//! line (normalised: [`crate::lines::normalize_line`]) is in a version of the file (or of a path it was moved
 //! from) that git holds — `HEAD`, the index stages, every ref tip (branches, remote-tracking
 //! branches, tags, pull-request refs), `FETCH_HEAD`, the heads of an operation in progress or
 //! just done (`ORIG_HEAD`, `MERGE_HEAD`, …), the other worktrees' `HEAD`s, and every stash entry
@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::Problem;
+use crate::lines::{line_keys, HeldLines, LineKeys};
 
 /// An index lock older than this is stale (a crashed git leaves one behind): stop holding.
 const STALE_LOCK: Duration = Duration::from_secs(10);
@@ -377,28 +378,10 @@ impl IndexLock {
     }
 }
 
-/// A set of lines as git's versions are compared: each line's [`line_key`].
-pub type Lines = Arc<HashSet<u64>>;
-
-/// The key of a line as it is compared with git's versions (and with what Claude wrote): its
-/// [`normalize_line`]d bytes, hashed (FNV-1a: the same in every process and build, for the
-/// records the hooks leave). Two lines alike in key only make a line count as old or git's:
-/// the safe side.
-pub fn line_key(line: &[u8]) -> u64 {
-    normalize_line(line)
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// The keys of every line of `text`.
-pub fn line_keys(text: &[u8]) -> HashSet<u64> {
-    text.split(|&b| b == b'\n').map(line_key).collect()
-}
-
-/// The keys of the lines of `path` at `HEAD`, for a one-shot caller (a resolve): readers of
-/// its own, gone when it returns. Empty outside a repository or without git.
-pub fn head_line_keys(path: &Path) -> HashSet<u64> {
-    GitLines::new().head_lines(&[path]).iter().flat_map(|lines| lines.iter().copied()).collect()
+/// The lines of `path` at `HEAD`, for a one-shot caller (a resolve): readers of its own, gone
+/// when it returns. None outside a repository or without git.
+pub fn head_lines_of(path: &Path) -> HeldLines {
+    HeldLines::new(GitLines::new().head_lines(&[path]))
 }
 
 /// How many `(revision, path)` → blob answers are kept.
@@ -421,7 +404,7 @@ pub struct GitLines {
     /// `<revision>:<path>` → its blob id (`None`: no such file there). Revisions are ids.
     trees: Fifo<(String, String), Option<String>>,
     /// Blob id → the keys of its lines.
-    blobs: Fifo<String, Lines>,
+    blobs: Fifo<String, LineKeys>,
     /// The blobs of a file's history, by repository, path and the revisions it was read from.
     histories: Fifo<(PathBuf, String, u64), Arc<Vec<String>>>,
     /// git processes started, for tests: a save must not start one.
@@ -475,7 +458,7 @@ impl GitLines {
 
     /// The keys of the lines of each of `paths` (a file, then the paths it was moved from) at
     /// `HEAD`: what the file held before, as far as git knows. Empty outside a repository.
-    pub fn head_lines(&mut self, paths: &[&Path]) -> Vec<Lines> {
+    pub fn head_lines(&mut self, paths: &[&Path]) -> Vec<LineKeys> {
         let mut out = Vec::new();
         for path in paths {
             let Some((git, rel)) = repo_path(path) else { continue };
@@ -489,7 +472,7 @@ impl GitLines {
         out
     }
 
-    /// Which of `keys` (see [`line_key`]) are lines git holds in a version of one of `paths`
+    /// Which of `keys` (see [`crate::lines::line_key`]) are lines git holds in a version of one of `paths`
     /// (the file, then the paths it was moved from): see the module's documentation. With a
     /// `window` (the file changed while git held its lock) the files' histories are searched
     /// too. What git cannot answer (no git, a broken repository) counts as no version.
@@ -609,7 +592,7 @@ impl GitLines {
     }
 
     /// The keys of the lines of `blob` (kept), `None` if git cannot read it.
-    fn blob_lines(&mut self, git: &GitDir, blob: &str) -> Option<Lines> {
+    fn blob_lines(&mut self, git: &GitDir, blob: &str) -> Option<LineKeys> {
         if let Some(lines) = self.blobs.get(&blob.to_string()) {
             return Some(lines.clone());
         }
@@ -916,20 +899,6 @@ fn git_command(top: &Path) -> Command {
     git.env("GIT_TERMINAL_PROMPT", "0").env("GIT_NO_LAZY_FETCH", "1");
     git.stdin(Stdio::null());
     git
-}
-
-/// A work-tree line as git's versions are compared with it: no `\r`, keywords collapsed
-/// (`$Id: 3e1f… $` → `$Id$`), since `ident` expands them on checkout. (`cat-file --filters`
-/// would apply the filters exactly, but in batch mode it reports the unfiltered size, so its
-/// output cannot be read reliably.)
-pub fn normalize_line(line: &[u8]) -> Vec<u8> {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let Some(start) = memchr::memmem::find(line, b"$Id:") else { return line.to_vec() };
-    let Some(len) = memchr::memchr(b'$', &line[start + 4..]) else { return line.to_vec() };
-    let mut out = line[..start].to_vec();
-    out.extend_from_slice(b"$Id$");
-    out.extend_from_slice(&line[start + 4 + len + 1..]);
-    normalize_line(&out)
 }
 
 /// The repository of `path` and the path relative to its work tree, `/`-separated.

@@ -2,6 +2,8 @@
 //! read → language → scan → stamp or resolve → checked atomic replace. The live one is in
 //! [`crate::live`].
 
+use std::cell::LazyCell;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -11,6 +13,7 @@ use crate::fsio::{self, ReadError, WriteError};
 use crate::git;
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
+use crate::lines::{line_around, HeldLines};
 use crate::pairing::{self, InFile};
 use crate::scan::{Marker, NearMiss, Scanner};
 use crate::stamp::{self, ResolveError};
@@ -240,7 +243,7 @@ pub fn resolve_file(
     attempts: usize,
 ) -> Result<bool, EditError> {
     let tag = id.tag();
-    let mut committed = Committed::of(path);
+    let committed = Committed::new(|| git::head_lines_of(path));
     edit_file(path, attempts, |bytes| {
         if memchr::memmem::find(bytes, tag.as_bytes()).is_none() {
             return Edit::Keep(false);
@@ -252,7 +255,7 @@ pub fn resolve_file(
             .scan(lang, bytes)
             .into_iter()
             .filter(|m| m.tag == Some(id))
-            .map(|m| without_committed_lines(lang, bytes, &m, &mut committed))
+            .map(|m| without_committed_lines(lang, bytes, &m, &committed))
             .collect();
         match stamp::resolve(bytes, &markers, id) {
             Ok(resolved) => Edit::Write(resolved, true),
@@ -264,22 +267,7 @@ pub fn resolve_file(
 
 /// The lines of a file that git holds at `HEAD`, asked of git at most once, and only when a
 /// paragraph is to be cut.
-struct Committed<'p> {
-    path: &'p Path,
-    lines: Option<std::collections::HashSet<u64>>,
-}
-
-impl<'p> Committed<'p> {
-    fn of(path: &'p Path) -> Self {
-        Committed { path, lines: None }
-    }
-
-    fn contains(&mut self, line: &[u8]) -> bool {
-        let path = self.path;
-        let lines = self.lines.get_or_insert_with(|| git::head_line_keys(path));
-        lines.contains(&git::line_key(line))
-    }
-}
+type Committed<F> = LazyCell<HeldLines, F>;
 
 /// The marker as a resolve may remove it: never a continuation line that is in the file's
 /// `HEAD` (a licence header the ask was written above; a committed line that moved up when the
@@ -290,14 +278,12 @@ fn without_committed_lines(
     lang: &Language,
     src: &[u8],
     m: &Marker,
-    committed: &mut Committed,
+    committed: &Committed<impl FnOnce() -> HeldLines>,
 ) -> Marker {
     if !stamp::is_paragraph(lang, src, m) {
         return m.clone();
     }
-    let line_start = src[..m.insert_at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let line_end =
-        memchr::memchr(b'\n', &src[m.insert_at..]).map_or(src.len(), |i| m.insert_at + i);
+    let Range { start: line_start, end: line_end } = line_around(src, m.insert_at..m.insert_at);
     let tag_len = m.tag.map_or(0, |id| id.tag().len());
     let mut first = src[line_start..m.insert_at].to_vec();
     first.extend_from_slice(&src[(m.insert_at + tag_len).min(line_end)..line_end]);
@@ -387,7 +373,7 @@ pub fn resolve_recorded(
     let Ok(beneath) = crate::sys::dir_beneath(root, rel_dir) else { return Ok(false) };
     let path = beneath.path(name);
     let real = root.join(rel); // what git knows the file by
-    let mut committed = Committed::of(&real);
+    let committed = Committed::new(|| git::head_lines_of(&real));
     let edited = edit_file(&path, WRITE_ATTEMPTS, |bytes| {
         let Some(lang) = scanner.table().detect(&path, bytes) else {
             return Edit::Keep(false);
@@ -396,7 +382,7 @@ pub fn resolve_recorded(
         let found: Vec<Marker> =
             pairing::markers_of(&InFile::new(lang, bytes, &record.file, &markers), record)
                 .into_iter()
-                .map(|m| without_committed_lines(lang, bytes, &m, &mut committed))
+                .map(|m| without_committed_lines(lang, bytes, &m, &committed))
                 .collect();
         if found.is_empty() {
             return Edit::Keep(false);

@@ -18,6 +18,7 @@ use tree_sitter::{Node, ParseOptions, Parser, Tree};
 
 use crate::id::MarkerId;
 use crate::languages::{Language, LanguageTable};
+use crate::lines::{line_around, line_start};
 
 mod embed;
 mod lexer;
@@ -719,10 +720,6 @@ fn block_text(payload: &[u8]) -> String {
     lines.join("\n")
 }
 
-fn line_start(src: &[u8], offset: usize) -> usize {
-    src[..offset].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
-}
-
 /// The parts of a marker that reading the comment yields.
 struct Body {
     hit: usize,
@@ -1020,8 +1017,7 @@ fn merged_line_comment(
 
 /// True if only indentation (or a BOM) precedes `offset` on its line.
 fn starts_its_line(src: &[u8], offset: usize) -> bool {
-    let line_start = src[..offset].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let before = &src[line_start..offset];
+    let before = &src[line_start(src, offset)..offset];
     let before = before.strip_prefix(BOM).unwrap_or(before);
     before.iter().all(|&b| b == b' ' || b == b'\t')
 }
@@ -1042,13 +1038,6 @@ fn parent_is_string(comment: Node) -> bool {
         }
         kind.contains("string") && !kind.contains("concatenat")
     })
-}
-
-/// The whole line(s) holding `range`, without the line ending.
-fn line_around(src: &[u8], range: Range<usize>) -> Range<usize> {
-    let start = src[..range.start].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let end = memchr::memchr(b'\n', &src[range.end..]).map_or(src.len(), |i| range.end + i);
-    start..end
 }
 
 /// True if the comment is inside an ERROR node, beside one, or shares its line with an error

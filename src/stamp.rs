@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use crate::id::MarkerId;
 use crate::languages::Language;
+use crate::lines::line_start;
 use crate::scan::Marker;
 
 /// One tag to insert: `[id]` goes at `insert_at` (right after the trigger).
@@ -128,7 +129,7 @@ pub fn cut_before_old_lines(
     if !is_paragraph(lang, src, m) {
         return m.clone();
     }
-    let start = src[..m.comment.start].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let start = line_start(src, m.comment.start);
     let lines = src[start..m.comment.end].split(|&b| b == b'\n');
     let new = lines.skip(1).take_while(|l| !was_there(l)).count();
     first_lines(lang, src, m, new + 1)

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use crate::lines::{fnv1a, fnv1a_from};
 use crate::scan::DEFAULT_TRIGGER;
 use crate::sys;
 
@@ -83,15 +84,12 @@ pub(crate) fn make_private_dir(dir: &Path) -> io::Result<()> {
 /// server finds its state. The default trigger's is the root's alone, as it was before
 /// triggers had state of their own: a server of the version before shares its owner lock.
 fn key_hash(root: &Path, trigger: &str) -> u64 {
-    let fnv = |h: u64, bytes: &[u8]| {
-        bytes.iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-    };
-    let h = fnv(0xcbf2_9ce4_8422_2325, root.as_os_str().as_encoded_bytes());
+    let h = fnv1a(root.as_os_str().as_encoded_bytes());
     if trigger == DEFAULT_TRIGGER {
         return h;
     }
     // A NUL is in no path: no root and trigger run into another pair's bytes.
-    fnv(fnv(h, b"\0"), trigger.as_bytes())
+    fnv1a_from(fnv1a_from(h, b"\0"), trigger.as_bytes())
 }
 
 /// Opens the state file at `path` for reading and writing, made (for this user alone) if

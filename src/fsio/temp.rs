@@ -29,6 +29,7 @@ use std::fs::{File, Metadata};
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
+use crate::lines::fnv1a;
 use crate::sys;
 
 /// Every temp file name of ours ends so (the tree walk and the watcher skip such names).
@@ -38,16 +39,6 @@ pub const SUFFIX: &str = ".fw-tmp";
 /// dots, a 32-bit pid, a 64-bit id and a 64-bit sum in hex with two dashes, the suffix), less 6
 /// for Windows' `.wasN` beside it, and some to spare.
 pub const MAX_STEM: usize = 192;
-
-/// 64-bit FNV-1a: the same on every build and version (the names outlive the process that
-/// wrote them).
-pub fn checksum(bytes: &[u8]) -> u64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325_u64;
-    for &b in bytes {
-        hash = (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
 
 /// The part of `path`'s name a temp name keeps (see [`MAX_STEM`]); not UTF-8 is shown as
 /// U+FFFD, so our names always are.
@@ -161,7 +152,7 @@ impl Temp {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let (stem, pid, sum) = (stem(path), std::process::id(), replaced.map(checksum));
+        let (stem, pid, sum) = (stem(path), std::process::id(), replaced.map(fnv1a));
         if let Some(mut file) = sys::unnamed_file_in(dir)? {
             fill(&mut file, bytes, from, meta, dir)?;
             let id = sys::file_id(&file)?;
@@ -411,7 +402,7 @@ fn judge(dir: &sys::Beneath, name: &OsStr) -> Verdict {
     let mut bytes = Vec::new();
     let read = sys::open_read(&path)
         .and_then(|f| f.take(crate::fsio::MAX_FILE_SIZE + 1).read_to_end(&mut bytes));
-    if read.is_ok() && checksum(&bytes) == ours.sum {
+    if read.is_ok() && fnv1a(&bytes) == ours.sum {
         Verdict::Remove
     } else {
         Verdict::Keep(displaced)
@@ -508,39 +499,39 @@ mod tests {
         std::fs::write(&user, "the user's file\n").unwrap();
         let other_ino = std::fs::metadata(&user).unwrap().ino();
         let mut gone = vec![
-            plant(&sub, "a.py", dead, None, Some(checksum(old)), b"stamped\n"),
-            plant(&root, "b.py", dead, Some(other_ino), Some(checksum(old)), old),
+            plant(&sub, "a.py", dead, None, Some(fnv1a(old)), b"stamped\n"),
+            plant(&root, "b.py", dead, Some(other_ino), Some(fnv1a(old)), old),
         ];
         let fresh = sub.join(fresh_name("c.py", dead, 7, 0));
         std::fs::write(&fresh, "").unwrap();
         gone.push(fresh);
         let mut stay = vec![
             // A newer file an exchange displaced: other bytes than the ones the stamp read.
-            plant(&sub, "d.py", dead, Some(other_ino), Some(checksum(old)), b"newer\n"),
+            plant(&sub, "d.py", dead, Some(other_ino), Some(fnv1a(old)), b"newer\n"),
             // A rescue, and a fresh name that is not empty.
             plant(&sub, "e.py", dead, None, None, b"the user's late write\n"),
             sub.join(fresh_name("f.py", dead, 8, 0)),
             // Files of a process that runs.
-            plant(&sub, "g.py", alive, None, Some(checksum(old)), b"stamped\n"),
+            plant(&sub, "g.py", alive, None, Some(fnv1a(old)), b"stamped\n"),
             // An older version's name, and the user's own look-alike.
             sub.join(".h.py.Ab12Cd.fw-tmp"),
         ];
         std::fs::write(&stay[2], "not empty\n").unwrap();
         std::fs::write(&stay[4], "the user's\n").unwrap();
         // Two names.
-        let linked = plant(&sub, "i.py", dead, None, Some(checksum(old)), b"stamped\n");
+        let linked = plant(&sub, "i.py", dead, None, Some(fnv1a(old)), b"stamped\n");
         std::fs::hard_link(&linked, sub.join("i-too.py")).unwrap();
         stay.push(linked);
         // A directory and a symlink at our names; the symlink points at a provable file
         // outside the root.
-        let outside_temp = plant(&outside, "j.py", dead, None, Some(checksum(old)), b"stamped\n");
-        let named_dir = sub.join(made_name("k.py", dead, 1, Some(checksum(b""))));
+        let outside_temp = plant(&outside, "j.py", dead, None, Some(fnv1a(old)), b"stamped\n");
+        let named_dir = sub.join(made_name("k.py", dead, 1, Some(fnv1a(b""))));
         std::fs::create_dir(&named_dir).unwrap();
-        let named_link = sub.join(made_name("l.py", dead, 1, Some(checksum(b""))));
+        let named_link = sub.join(made_name("l.py", dead, 1, Some(fnv1a(b""))));
         std::os::unix::fs::symlink(&outside_temp, &named_link).unwrap();
         stay.extend([named_dir, named_link, outside_temp]);
         // A directory of the root that is a symlink to one holding a provable file.
-        let through = plant(&outside, "m.py", dead, None, Some(checksum(old)), b"stamped\n");
+        let through = plant(&outside, "m.py", dead, None, Some(fnv1a(old)), b"stamped\n");
         std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
         stay.push(through);
 
@@ -555,12 +546,5 @@ mod tests {
         assert_eq!(done.removed.len(), gone.len(), "{:?}", done.removed);
         // Reported, each with why; the live process's are not (they are its own business).
         assert_eq!(done.kept.len(), stay.len() - 3, "{:#?}", done.kept);
-    }
-
-    #[test]
-    fn the_checksum_is_fixed() {
-        // FNV-1a's published values: the names outlive the build that wrote them.
-        assert_eq!(checksum(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(checksum(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 }

@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use crate::claude_writes::ClaudeWrites;
-use crate::git::{self, GitLines, GitWindow};
+use crate::git::{GitLines, GitWindow};
 use crate::languages::Language;
-use crate::lines::line_start;
+use crate::lines::{line_around, line_key, HeldLines};
 use crate::scan::Marker;
 use crate::stamp;
 
@@ -68,7 +68,7 @@ impl Provenance {
 
     /// True if `m` was found not typed before, in this file or at a path it was renamed from.
     pub fn was_not_typed(&self, path: &Path, bytes: &[u8], m: &Marker) -> bool {
-        let key = git::line_key(&line_of(bytes, m));
+        let key = line_key(&line_of(bytes, m));
         self.renames.chain(path).iter().any(|p| self.not_typed.contains(&(p.clone(), key)))
     }
 
@@ -84,12 +84,14 @@ impl Provenance {
 
     /// The lines the file held before: at `HEAD` (its own path's and those it was renamed
     /// from) and in the version we last saw (`previous`).
-    fn old_lines(&mut self, path: &Path, previous: Option<&[u8]>) -> OldLines {
+    fn old_lines(&mut self, path: &Path, previous: Option<&[u8]>) -> HeldLines {
         let paths = self.renames.chain(path);
         let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        let git = self.git.head_lines(&paths);
-        let seen = previous.map(git::line_keys).unwrap_or_default();
-        OldLines { git, seen }
+        let at_head = HeldLines::new(self.git.head_lines(&paths));
+        match previous {
+            Some(bytes) => at_head.and_text(bytes),
+            None => at_head,
+        }
     }
 
     /// Drops the markers that arrived through git rather than from the user's hands: their
@@ -105,7 +107,7 @@ impl Provenance {
     ) -> Vec<Marker> {
         let paths = self.renames.chain(path);
         let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        let keys: HashSet<u64> = fresh.iter().map(|m| git::line_key(&line_of(bytes, m))).collect();
+        let keys: HashSet<u64> = fresh.iter().map(|m| line_key(&line_of(bytes, m))).collect();
         let held = self.git.held(&paths, window, &keys);
         self.drop_not_typed(path, bytes, fresh, &held, "from git")
     }
@@ -128,7 +130,7 @@ impl Provenance {
         why: &str,
     ) -> Vec<Marker> {
         fresh.retain(|m| {
-            let key = git::line_key(&line_of(bytes, m));
+            let key = line_key(&line_of(bytes, m));
             let not_typed = keys.contains(&key);
             if not_typed {
                 tracing::debug!("{}:{}: {why}, not announced", path.display(), m.line);
@@ -137,26 +139,6 @@ impl Provenance {
             !not_typed
         });
         fresh
-    }
-}
-
-/// What a file held before this change, by line key ([`git::line_key`]).
-struct OldLines {
-    /// At `HEAD` (shared with git's cache: not copied per save).
-    git: Vec<git::Lines>,
-    /// The lines of the version we last saw.
-    seen: HashSet<u64>,
-}
-
-impl OldLines {
-    fn is_empty(&self) -> bool {
-        self.git.iter().all(|g| g.is_empty()) && self.seen.is_empty()
-    }
-
-    /// True if the file held `line` before.
-    fn contains(&self, line: &[u8]) -> bool {
-        let key = git::line_key(line);
-        self.git.iter().any(|g| g.contains(&key)) || self.seen.contains(&key)
     }
 }
 
@@ -201,7 +183,7 @@ fn cut_to_new_lines(
     lang: &Language,
     src: &[u8],
     fresh: Vec<Marker>,
-    old: &OldLines,
+    old: &HeldLines,
 ) -> Vec<Marker> {
     fresh
         .into_iter()
@@ -217,10 +199,7 @@ fn cut_to_new_lines(
 /// The whole line holding the marker's trigger, without its line ending: what git's versions
 /// of the file are searched for (a multi-line ask is known by its first line).
 fn line_of(src: &[u8], m: &Marker) -> Vec<u8> {
-    let at = m.insert_at;
-    let start = line_start(src, at);
-    let end = memchr::memchr(b'\n', &src[at..]).map_or(src.len(), |i| at + i);
-    let line = &src[start..end];
+    let line = &src[line_around(src, m.insert_at..m.insert_at)];
     line.strip_suffix(b"\r").unwrap_or(line).to_vec()
 }
 

@@ -363,7 +363,7 @@ impl<'l> FallbackLexer<'l> {
         if !self.block_scalars.contains(&src[i]) || i == 0 || src[i - 1] != b' ' {
             return None;
         }
-        let line_start = super::line_start(src, i);
+        let line_start = crate::lines::line_start(src, i);
         let mut before = super::trim_end(&src[line_start..i]);
         // Node properties between the key and the indicator: `data: !!binary |`, `- &a >-`.
         while let Some(word) = before.iter().rposition(|&b| b == b' ' || b == b'\t').map(|k| k + 1)
@@ -675,7 +675,7 @@ impl<'l> FallbackLexer<'l> {
     /// Describes the comment `range` that the reader met in code.
     pub(super) fn comment(&self, lang: &Language, src: &[u8], range: Range<usize>) -> Comment {
         let start = range.start;
-        let line_start = super::line_start(src, start);
+        let line_start = crate::lines::line_start(src, start);
         let before = &src[line_start..start];
         let before = before.strip_prefix(super::BOM).unwrap_or(before);
         let starts_line = before.iter().all(|&b| b == b' ' || b == b'\t');

@@ -378,7 +378,7 @@ fn below<'t>(
     start: usize,
     from: usize,
 ) -> Option<Def<'t>> {
-    let column = |at: usize| at - super::line_start(src, at);
+    let column = |at: usize| at - crate::lines::line_start(src, at);
     let indent = column(start);
     let mut pos = from;
     for _ in 0..MAX_SKIPPED {
