@@ -946,3 +946,42 @@ fn a_damaged_ledger_announces_no_ask_again() {
         assert!(said.starts_with("d.py:1  @claude a new one  [fw-"), "{damage}: {said}");
     }
 }
+
+/// Issue 30 (20): a file whose name is not UTF-8 is scanned, announced and stamped like any
+/// other — its name shown with the odd byte escaped (`caf\xE9.py`) — and with `--tag never`
+/// `resolve` finds its ask through the ledger. `scan` lists it too.
+#[cfg(unix)]
+#[test]
+fn a_file_whose_name_is_not_utf8_is_heard() {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.py");
+    for tag in ["file", "never"] {
+        let tree = tempfile::tempdir().unwrap();
+        let args = ["--tag", tag, "--debounce", "50ms", "--settle", "0s"];
+        let watch = TextWatch::start(tree.path(), &args);
+        watch.err_until("filewatch-mcp: watching");
+        let path = tree.path().join(name);
+        std::fs::write(&path, "x = 1  # @claude odd name\n").unwrap();
+        let said = watch.out.recv_timeout(WATCH_DEADLINE).expect("watch prints the ask");
+        assert!(said.starts_with(r"caf\xE9.py:1  @claude odd name  [fw-"), "{tag}: {said}");
+        let id = said.rsplit_once("  [").unwrap().1.trim_end_matches(']').to_string();
+        if tag == "file" {
+            let deadline = std::time::Instant::now() + WATCH_DEADLINE;
+            while !std::fs::read_to_string(&path).unwrap().contains(&format!("@claude[{id}]")) {
+                assert!(std::time::Instant::now() < deadline, "never tagged");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let scan = stdout(&run(&["scan", "."], tree.path()));
+            assert!(scan.contains(&format!("@claude[{id}] odd name")), "scan: {scan:?}");
+            continue;
+        }
+        let out = bin()
+            .args(["resolve", &id])
+            .current_dir(tree.path())
+            .env("FILEWATCH_STATE_DIR", watch.state.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "resolve {id}: {}", stderr(&out));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "x = 1\n");
+    }
+}
