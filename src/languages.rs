@@ -424,7 +424,8 @@ impl LanguageTable {
 
     /// The language of a path by its file name: exact name, then glob, then extension.
     pub fn for_path(&self, path: &Path) -> Option<&Language> {
-        let file_name = path.file_name()?.to_str()?;
+        // A name that is not UTF-8 is still a `.py` file: its odd bytes are in its stem.
+        let file_name = &*path.file_name()?.to_string_lossy();
         if let Some(&i) = self.by_file_name.get(file_name) {
             return Some(&self.languages[i]);
         }
@@ -450,7 +451,7 @@ impl LanguageTable {
     /// extension (a script whose `#!` line may say). Spares reading images and archives.
     pub fn may_claim(&self, path: &Path) -> bool {
         self.for_path(path).is_some()
-            || path.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.contains('.'))
+            || path.file_name().is_some_and(|n| !n.to_string_lossy().contains('.'))
     }
 
     /// The language named by a `#!` line (`#!/usr/bin/env python3` → python), for files whose

@@ -31,6 +31,7 @@ mod live;
 pub mod owner;
 mod pairing;
 mod pipeline;
+mod relpath;
 pub mod scan;
 pub mod server;
 pub mod stamp;

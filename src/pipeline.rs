@@ -368,7 +368,8 @@ pub fn resolve_recorded(
 ) -> Result<bool, EditError> {
     // Reached without following a symlink in any directory of its path, as the live pipeline
     // reads it.
-    let rel = Path::new(&record.file);
+    let Some(real) = crate::relpath::resolve(root, &record.file) else { return Ok(false) };
+    let rel = real.strip_prefix(root).unwrap_or(&real);
     let (Some(rel_dir), Some(name)) = (rel.parent(), rel.file_name()) else { return Ok(false) };
     let Ok(beneath) = crate::sys::dir_beneath(root, rel_dir) else { return Ok(false) };
     let path = beneath.path(name);
@@ -417,8 +418,7 @@ pub fn with_records(
 
 /// `path` relative to `root`, `/`-separated (as asks name their file).
 pub fn relative(root: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+    crate::relpath::relative(root, path)
 }
 
 #[cfg(test)]

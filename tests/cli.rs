@@ -972,7 +972,7 @@ fn a_file_whose_name_is_not_utf8_is_heard() {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             let scan = stdout(&run(&["scan", "."], tree.path()));
-            assert!(scan.contains(&format!("@claude[{id}] odd name")), "scan: {scan:?}");
+            assert!(scan.contains(&format!("@claude odd name  [{id} tagged]")), "scan: {scan:?}");
             continue;
         }
         let out = bin()

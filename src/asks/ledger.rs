@@ -19,6 +19,7 @@ use super::spare::{self, Replay, Spare};
 use super::{now, prune, AskRecord};
 use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
+use crate::relpath;
 use crate::state::{self, Place};
 use crate::sys;
 
@@ -222,7 +223,7 @@ impl Log {
         let old = place.file("json");
         let imported = records.is_empty() && log.import(&old, &mut records);
         // A pending ask whose file is gone will not be resolved; a resolved one, not typed back.
-        records.retain(|r| root.join(&r.file).exists());
+        records.retain(|r| relpath::resolve(root, &r.file).is_some_and(|p| p.exists()));
         prune(&mut records, now());
         log.written = fingerprints(&records);
         if bytes.is_empty() {

@@ -293,6 +293,12 @@ fn rename_if_absent(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
+/// A file name made of `bytes` (any but `/` and NUL make one here).
+pub fn os_string_from_bytes(bytes: Vec<u8>) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    Some(std::ffi::OsString::from_vec(bytes))
+}
+
 /// The process that started this one (Claude Code, a shell): what a user recognises.
 pub fn parent_pid() -> Option<u32> {
     Some(std::os::unix::process::parent_id())

@@ -192,6 +192,12 @@ pub fn private_dir() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// A file name made of `bytes`, if they are UTF-8 (a name with an unpaired surrogate, which is
+/// not, cannot be made again from its bytes without trusting them to be WTF-8).
+pub fn os_string_from_bytes(bytes: Vec<u8>) -> Option<OsString> {
+    String::from_utf8(bytes).ok().map(OsString::from)
+}
+
 /// Files are not told apart by owner here (ACLs decide who may write them).
 pub fn owned_by_me(_meta: &Metadata) -> bool {
     true
