@@ -77,8 +77,8 @@ use crate::sys;
 
 mod temp;
 
-pub use temp::remove_leftovers_in_background;
 use temp::Temp;
+pub use temp::{remove_leftovers_in, Leftovers};
 
 /// Files larger than this are skipped: nobody writes asks into generated megabyte blobs, and
 /// it bounds the memory and parse time one save can cost.

@@ -10,7 +10,9 @@ use ignore::overrides::{Override, OverrideBuilder};
 use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use crate::error::Problem;
+use crate::fsio::{self, Leftovers};
 use crate::git::GitDir;
+use crate::sys;
 
 /// Directory names never walked or watched, wherever they are.
 const HARD_EXCLUDED_DIRS: &[&str] = &[".git", "node_modules", "dist", "build", "target", ".venv"];
@@ -44,6 +46,44 @@ pub fn builder(root: &Path) -> WalkBuilder {
         .follow_links(false)
         .overrides(hard_excludes(root));
     b
+}
+
+/// Removes the temp files a killed process of ours left under `root` (the previous owner's,
+/// SIGKILLed in the middle of a stamp), and only what is provably ours (see
+/// [`fsio::remove_leftovers_in`]): in every directory this walk visits (the ignore rules' and
+/// the watcher's: nothing is ever stamped elsewhere), reached from `root` without following a
+/// symlink and named through the directory held open.
+pub fn remove_leftovers(root: &Path) -> Leftovers {
+    let mut done = Leftovers::default();
+    for entry in builder(root).build().flatten() {
+        if !entry.file_type().is_some_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else { continue };
+        let Ok(dir) = sys::dir_beneath(root, rel) else { continue };
+        fsio::remove_leftovers_in(&dir, entry.path(), &mut done);
+    }
+    done
+}
+
+/// [`remove_leftovers`] in a thread of its own, saying what it did in the log: the owner's
+/// start does not wait for a walk of the tree, and a process of ours that is running (this
+/// one, a `stamp` beside it) has its files left alone.
+pub fn remove_leftovers_in_background(root: &Path) {
+    let root = root.to_path_buf();
+    let spawned = std::thread::Builder::new().name("leftovers".into()).spawn(move || {
+        let done = remove_leftovers(&root);
+        for path in &done.removed {
+            tracing::debug!("{}: removed, a temp file a stopped process left", path.display());
+        }
+        for (path, why) in &done.kept {
+            tracing::warn!("{}: named like a filewatch-mcp temp file, but {why}", path.display());
+        }
+        tracing::debug!("leftovers: {} removed, {} kept", done.removed.len(), done.kept.len());
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot look for leftover temp files: {e}");
+    }
 }
 
 /// What a walk found: files, and the parts of the tree it could not list.

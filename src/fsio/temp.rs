@@ -290,7 +290,7 @@ fn fill(
 
 // ---- the start-up clean-up --------------------------------------------------------------------
 
-/// What [`remove_leftovers`] did.
+/// What [`remove_leftovers_in`] did.
 #[derive(Debug, Default)]
 pub struct Leftovers {
     /// Removed: provably ours.
@@ -308,68 +308,39 @@ enum Verdict {
     Leave,
 }
 
-/// Removes the temp files a killed process of ours left under `root` (the previous owner's,
-/// SIGKILLed in the middle of a stamp), and only what is provably ours: in every directory the
-/// tree walk visits (the ignore rules' and the watcher's: nothing is ever stamped elsewhere),
-/// reached from `root` without following a symlink and named through the directory held open,
-/// a name of ours ([`parse`]) whose process is not running, holding a regular file with one
-/// link, owned by this user, that is
+/// Removes the temp files a killed process of ours left in one directory of the tree (the
+/// previous owner's, SIGKILLed in the middle of a stamp), `dir`, reached beneath the root and
+/// held (`shown`: its path as the user knows it), and only what is provably ours: a name of
+/// ours ([`parse`]) whose process is not running, holding a regular file with one link, owned
+/// by this user, that is
 /// - the temp file itself (its id is the one in its name), or
 /// - what an exchange displaced, holding exactly the bytes the replace read (its checksum is
 ///   the one in its name), or
 /// - an empty file made a moment before its rename.
 ///
 /// Anything else named like ours — a directory, a symlink, a user's newer file an exchange
-/// displaced in a race, a file of an older version's names — is kept, and reported.
-pub fn remove_leftovers(root: &Path) -> Leftovers {
-    let mut done = Leftovers::default();
-    for entry in crate::walk::builder(root).build().flatten() {
-        if !entry.file_type().is_some_and(|t| t.is_dir()) {
+/// displaced in a race, a file of an older version's names — is kept, and reported in `done`.
+/// (The walk over the tree's directories is [`crate::walk::remove_leftovers`].)
+pub fn remove_leftovers_in(dir: &sys::Beneath, shown: &Path, done: &mut Leftovers) {
+    let Ok(names) = std::fs::read_dir(dir.dir_path()) else { return };
+    for name in names.flatten().map(|e| e.file_name()) {
+        if !name.to_string_lossy().ends_with(SUFFIX) {
             continue;
         }
-        let Ok(rel) = entry.path().strip_prefix(root) else { continue };
-        let Ok(dir) = sys::dir_beneath(root, rel) else { continue };
-        let Ok(names) = std::fs::read_dir(dir.dir_path()) else { continue };
-        for name in names.flatten().map(|e| e.file_name()) {
-            if !name.to_string_lossy().ends_with(SUFFIX) {
-                continue;
-            }
-            let shown = entry.path().join(&name);
-            match judge(&dir, &name) {
-                Verdict::Remove => {
-                    if std::fs::remove_file(dir.path(&name)).is_ok() {
-                        done.removed.push(shown);
-                    }
+        let shown = shown.join(&name);
+        match judge(dir, &name) {
+            Verdict::Remove => {
+                if std::fs::remove_file(dir.path(&name)).is_ok() {
+                    done.removed.push(shown);
                 }
-                Verdict::Keep(why) => done.kept.push((shown, why)),
-                Verdict::Leave => {}
             }
+            Verdict::Keep(why) => done.kept.push((shown, why)),
+            Verdict::Leave => {}
         }
-    }
-    done
-}
-
-/// [`remove_leftovers`] in a thread of its own, saying what it did in the log: the owner's
-/// start does not wait for a walk of the tree, and a process of ours that is running (this
-/// one, a `stamp` beside it) has its files left alone.
-pub fn remove_leftovers_in_background(root: &Path) {
-    let root = root.to_path_buf();
-    let spawned = std::thread::Builder::new().name("leftovers".into()).spawn(move || {
-        let done = remove_leftovers(&root);
-        for path in &done.removed {
-            tracing::debug!("{}: removed, a temp file a stopped process left", path.display());
-        }
-        for (path, why) in &done.kept {
-            tracing::warn!("{}: named like a filewatch-mcp temp file, but {why}", path.display());
-        }
-        tracing::debug!("leftovers: {} removed, {} kept", done.removed.len(), done.kept.len());
-    });
-    if let Err(e) = spawned {
-        tracing::warn!("cannot look for leftover temp files: {e}");
     }
 }
 
-/// Whether the file `name` in `dir` is provably ours (see [`remove_leftovers`]).
+/// Whether the file `name` in `dir` is provably ours (see [`remove_leftovers_in`]).
 fn judge(dir: &sys::Beneath, name: &OsStr) -> Verdict {
     let Some(ours) = parse(name) else {
         return Verdict::Keep("not in the form this version writes; left as it is");
@@ -535,7 +506,7 @@ mod tests {
         std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
         stay.push(through);
 
-        let done = remove_leftovers(&root);
+        let done = crate::walk::remove_leftovers(&root);
         for p in &gone {
             assert!(std::fs::symlink_metadata(p).is_err(), "{} stays", p.display());
         }

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::asks::{Asks, TagMode};
 use crate::error::StartError;
-use crate::fsio;
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
 use crate::scan::Scanner;
+use crate::walk;
 use crate::watch::{Change, Watch, WatchStats};
 
 use super::{Ask, LivePipeline};
@@ -146,7 +146,7 @@ impl Live {
         };
         let root = watch.root().to_path_buf();
         // The previous owner may have been killed in the middle of a stamp.
-        fsio::remove_leftovers_in_background(&root);
+        walk::remove_leftovers_in_background(&root);
         let asks = match asks {
             Some(asks) => asks,
             None => Asks::for_mode(options.tag, &root, &options.trigger)?,
