@@ -352,7 +352,7 @@ impl<'t> Scanner<'t> {
                     Located { row, root, node }
                 }
             };
-            let marker = if at.root.has_error() {
+            let marker = if at.root.has_error() || recover::in_unclosed_heredoc(at.node) {
                 let recovery =
                     recoveries.entry(owner).or_insert_with(|| Recovery::new(at.row, at.root));
                 self.marker_near_error(lang, &at, src, hit, recovery)

@@ -312,7 +312,7 @@ impl<'l> FallbackLexer<'l> {
         let spaces = src[j..].iter().take_while(|&&b| b == b' ' || b == b'\t').count();
         j += spaces;
         let word = self.heredoc_word(src, j, spaces)?;
-        if (self.shift_operator && after_value(src, i)) || self.in_arithmetic(src, i) {
+        if (self.shift_operator && after_value(src, i, spaces == 0)) || self.in_arithmetic(src, i) {
             return None;
         }
         Some(word)
@@ -802,8 +802,9 @@ const TAKES_VALUE: &[&[u8]] = &[
 /// variable (`$x`, `@x`, `@@x`, `%h`), a word glued to it that takes no value (`arr<<x`, not
 /// `print<<EOF`), or `class` (`class <<self`). A word before it with a space between is a
 /// method or function taking the heredoc (`puts <<~EOS`, `print << "EOF"`), and a variable or
-/// block after `print` a file handle (`print $fh <<EOF`, `print {$out} <<"EOF"`).
-fn after_value(src: &[u8], i: usize) -> bool {
+/// block after `print`, a space and the opener glued to its word, a file handle (`print $fh
+/// <<EOF`, `print {$out} <<"EOF"`; Perl reads `print $x << "3"` as a shift).
+fn after_value(src: &[u8], i: usize, glued_word: bool) -> bool {
     let line = &src[super::line_start(src, i)..i];
     let Some(end) = line.iter().rposition(|&b| b != b' ' && b != b'\t') else { return false };
     let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
@@ -827,6 +828,9 @@ fn after_value(src: &[u8], i: usize) -> bool {
         }
         _ => return false,
     };
+    if !glued_word || end + 1 == line.len() {
+        return true;
+    }
     let before = super::trim_end(&line[..value_start]);
     let handle = [&b"print"[..], b"printf", b"say"].iter().any(|p| {
         before.ends_with(p)

@@ -155,7 +155,10 @@ impl Reader<'_, '_, '_> {
             self.at.pos = end; // parsed soundly, before the hit: it ends in code
             return ControlFlow::Continue(Descend::No);
         }
-        if fresh && sound && leaf && !opens && !lexed_kind && !orphan {
+        // JSX text in a broken file may be the parser's guess (code after a function whose `}`
+        // it took for an unclosed `{value`'s): the tokens and the JSX check decide.
+        let jsx_text = self.at.row.jsx_text && node.kind() == "jsx_text";
+        if fresh && sound && leaf && !opens && !lexed_kind && !orphan && !jsx_text {
             // A token the tree read soundly holds the hit: it is no comment.
             self.at.pos = end;
             return ControlFlow::Break(None);
@@ -206,6 +209,22 @@ impl Reader<'_, '_, '_> {
 
 /// The grammars' node kinds of a heredoc's body (Ruby, Bash, PHP).
 const HEREDOC_BODIES: &[&str] = &["heredoc_body"];
+
+/// True if `node` lies in a heredoc body that runs to the end of the file without its closing
+/// line (an empty end): a file with no syntax error to the parser, but one to the language —
+/// and, where the grammar read an operator as the opener (tree-sitter-ruby's `@buf<<item`),
+/// one the tokens must read.
+pub(super) fn in_unclosed_heredoc(node: Node) -> bool {
+    let mut n = Some(node);
+    while let Some(cur) = n {
+        if HEREDOC_BODIES.contains(&cur.kind()) {
+            let end = cur.child(cur.child_count().saturating_sub(1));
+            return end.is_some_and(|e| e.kind() == "heredoc_end" && e.byte_range().is_empty());
+        }
+        n = cur.parent();
+    }
+    false
+}
 
 /// Moves `cursor` to the first child of its node that ends after `pos`, or leaves it where it
 /// is. (tree-sitter's `goto_first_child_for_byte` gives up when `pos` lies in the invisible
@@ -261,23 +280,29 @@ const JSX_CHILDREN: usize = 64;
 /// statement's end, no backtick (HTML in a template).
 pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
     let from = at.saturating_sub(JSX_LOOKBACK).max(start);
-    let mut at = at;
+    // The text runs back to `at`; the child before it is looked for before `search`.
+    let (mut at, mut search) = (at, at);
     for _ in 0..JSX_CHILDREN {
-        let Some(k) = src[from..at].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k)
+        let Some(k) = src[from..search].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k)
         else {
             return false;
         };
+        let arrow = src[k] == b'>' && k > from && src[k - 1] == b'=';
+        if arrow && super::trim_start(&src[k + 1..at]).starts_with(b"(") {
+            search = k - 1; // `(x) => (` of a `{items.map(` left open: look before it
+            continue;
+        }
         if !jsx_text_between(&src[k + 1..at]) {
             return false;
         }
         match src[k] {
             b'>' => return ends_jsx_tag(src, k, from),
             b'}' => match child_container(src, from, k) {
-                Some(open) => at = open, // a child: what precedes it decides
+                Some(open) => (at, search) = (open, open), // a child: what precedes it decides
                 None => return false,
             },
-            // `{cond && (` left open mid-edit: its children are the text's siblings.
-            b'{' if opens_jsx_parens(&src[k + 1..at]) => at = k,
+            // `{cond && (` left open mid-edit: what follows its `(` are children.
+            b'{' if holds_jsx_parens(&src[k + 1..at]) => (at, search) = (k, k),
             _ => return false, // inside a tag or an expression
         }
     }
@@ -341,6 +366,12 @@ fn opens_jsx_parens(text: &[u8]) -> bool {
     let Some(rest) = super::trim_end(text).strip_suffix(b"(") else { return false };
     let rest = super::trim_end(rest);
     [&b"&&"[..], b"||", b"?", b":", b"=>"].iter().any(|op| rest.ends_with(op))
+}
+
+/// True if `text`, after an expression container's `{`, opens JSX in parens (`cond && (`,
+/// `items.map((x) => (`) before the children that follow.
+fn holds_jsx_parens(text: &[u8]) -> bool {
+    memchr::memchr_iter(b'(', text).any(|p| opens_jsx_parens(&text[..=p]))
 }
 
 /// The indentation of the line that holds `pos`.
