@@ -193,3 +193,203 @@ fn the_readme_links_every_docs_page() {
         .collect();
     assert!(unlinked.is_empty(), "README.md does not link {unlinked:?}");
 }
+
+// ---- measured numbers name their command --------------------------------------------------
+
+/// A Markdown block the measurement check reads: a paragraph, one list item, or one table row.
+struct Block {
+    line: usize,
+    text: String,
+    /// In a section whose heading says "Measurements".
+    in_measurements: bool,
+}
+
+/// A quantity with a unit of time or size (`388 s`, `3–4 minutes`, `576 MiB`, `2,721 bytes`,
+/// `1.5 / 2.5 ms`), outside code spans: what a measured number looks like.
+fn quantities(text: &str) -> Vec<String> {
+    const UNITS: &[&str] = &[
+        "ms", "s", "min", "minute", "minutes", "h", "hour", "hours", "second", "seconds", "KB",
+        "MB", "GB", "KiB", "MiB", "GiB", "bytes",
+    ];
+    let text = without_code_spans(text);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut found = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let number = w.trim_start_matches(['(', '~', '≈']);
+        let is_number = number.chars().next().is_some_and(|c| c.is_ascii_digit())
+            && number.chars().all(|c| c.is_ascii_digit() || ",.–-".contains(c));
+        let unit = words.get(i + 1).map(|u| u.trim_end_matches([',', ';', ')', '.', ':']));
+        if is_number && unit.is_some_and(|u| UNITS.contains(&u)) {
+            found.push(format!("{number} {}", unit.unwrap()));
+        }
+    }
+    found
+}
+
+/// A table's cells, trimmed (`| a | b |` → `["a", "b"]`).
+fn cells(row: &str) -> Vec<String> {
+    let row = row.trim().trim_start_matches('|').trim_end_matches('|');
+    row.split('|').map(|c| c.trim().to_string()).collect()
+}
+
+/// A table: its header cells and its rows.
+struct Table {
+    header: Vec<String>,
+    rows: Vec<Block>,
+}
+
+/// The paragraphs and list items of a page, and its tables.
+fn blocks(text: &str) -> (Vec<Block>, Vec<Table>) {
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut tables: Vec<Table> = Vec::new();
+    let mut in_measurements = false;
+    let mut open = false; // a paragraph or list item that the next line continues
+    let mut table_line = false; // the line before was a table's
+    let mut last = 0;
+    for (number, line) in prose_lines(text) {
+        let trimmed = line.trim();
+        // A code block in between (prose_lines drops it) ends a paragraph or a table too.
+        let adjacent = number == last + 1;
+        last = number;
+        if !trimmed.starts_with('|') {
+            table_line = false;
+        }
+        if trimmed.starts_with('#') {
+            in_measurements = trimmed.to_lowercase().contains("measurements");
+            open = false;
+        } else if trimmed.starts_with('|') {
+            open = false;
+            let row = cells(trimmed);
+            let divider =
+                row.iter().all(|c| !c.is_empty() && c.chars().all(|ch| "-:".contains(ch)));
+            match tables.last_mut() {
+                Some(table) if table_line && adjacent => {
+                    if !divider {
+                        let text = trimmed.to_string();
+                        table.rows.push(Block { line: number, text, in_measurements });
+                    }
+                }
+                _ => tables.push(Table { header: row, rows: Vec::new() }),
+            }
+            table_line = true;
+        } else if trimmed.is_empty() {
+            open = false;
+        } else {
+            let item = trimmed.starts_with("- ")
+                || trimmed.starts_with("* ")
+                || trimmed.split_once(". ").is_some_and(|(n, _)| n.parse::<u32>().is_ok());
+            match blocks.last_mut() {
+                Some(b) if open && adjacent && !item => {
+                    b.text.push(' ');
+                    b.text.push_str(trimmed);
+                }
+                _ => {
+                    blocks.push(Block { line: number, text: trimmed.to_string(), in_measurements })
+                }
+            }
+            open = true;
+        }
+    }
+    (blocks, tables)
+}
+
+/// Words that say a number was measured (here, not in another program's documentation).
+fn says_measured(text: &str) -> bool {
+    let text = without_code_spans(text).to_lowercase();
+    ["measured", "of cpu", " wall", "peak rss"].iter().any(|w| text.contains(w))
+}
+
+/// A link to a measurement table's section (`[measured](development.md#measurements)`).
+fn links_measurements(text: &str) -> bool {
+    link_targets(text).iter().any(|t| t.ends_with("#measurements"))
+}
+
+/// A measurement table: one with a `measured`, `measure` or `command` column, or any table in
+/// a Measurements section.
+fn is_measurement_table(table: &Table) -> bool {
+    let named =
+        |c: &String| ["measured", "measure", "command"].contains(&c.to_lowercase().as_str());
+    table.header.iter().any(named) || table.rows.first().is_some_and(|r| r.in_measurements)
+}
+
+/// Pages whose measured numbers do not name their command yet, each with the reason: an open
+/// item, not a rule (a page is taken off when its commands are written down).
+const NO_COMMAND_YET: &[(&str, &str)] = &[(
+    "docs/claude-code-hooks.md",
+    "observations from hand runs (e1–e4) of Claude Code 2.1.332 against tests/common/claude.rs's \
+     scripted API; the commands of those runs are not recorded (issue 29)",
+)];
+
+/// Every number README.md and docs/*.md state as measured names the command that measured it,
+/// by the convention of docs/development.md#measurements: a measurement table (a `measured`
+/// column, or in a Measurements section) has a `command` column with a command in backticks
+/// in every row; prose that states a measured number (it says *measured*, *of CPU*, *wall*,
+/// *peak RSS*, beside a time or a size) links to a measurement table's section, unless it is in
+/// one.
+#[test]
+fn measured_numbers_name_their_command() {
+    let mut missing = Vec::new();
+    let mut measured = 0;
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.strip_prefix(repo()).unwrap().display().to_string();
+        if NO_COMMAND_YET.iter().any(|(page, _)| name.replace('\\', "/") == *page) {
+            continue;
+        }
+        let (blocks, tables) = blocks(&text);
+        for table in &tables {
+            if !is_measurement_table(table) {
+                continue;
+            }
+            let Some(command) = table.header.iter().position(|c| c == "command") else {
+                let line = table.rows.first().map_or(0, |r| r.line - 2);
+                missing
+                    .push(format!("{name}:{line}: a measurement table without a `command` column"));
+                continue;
+            };
+            for row in &table.rows {
+                measured += 1;
+                if !cells(&row.text).get(command).is_some_and(|c| c.contains('`')) {
+                    missing.push(format!("{name}:{}: no command in the `command` cell", row.line));
+                }
+            }
+        }
+        let rows = tables.iter().filter(|t| !is_measurement_table(t)).flat_map(|t| &t.rows);
+        for block in blocks.iter().chain(rows) {
+            let numbers = quantities(&block.text);
+            if numbers.is_empty() || !says_measured(&block.text) {
+                continue;
+            }
+            measured += 1;
+            if !block.in_measurements && !links_measurements(&block.text) {
+                missing.push(format!(
+                    "{name}:{}: {} measured, but no command: link the measurement table that \
+                     holds it ([measured](…#measurements))",
+                    block.line,
+                    numbers.join(", ")
+                ));
+            }
+        }
+    }
+    assert!(measured > 0, "no measured number found: the parser is broken");
+    assert!(missing.is_empty(), "measured numbers without their command:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn quantities_are_found_outside_code() {
+    assert_eq!(
+        quantities("388 s of CPU, 3–4 minutes and (576 MiB)"),
+        ["388 s", "3–4 minutes", "576 MiB"]
+    );
+    assert_eq!(quantities("`--settle 5s` and `1 MiB` in code, 12 files"), Vec::<String>::new());
+    let (blocks, tables) = blocks(
+        "# T\n\npara one\ngoes on\n- item\n\n| measured | command |\n|---|---|\n| 1 s | `x` |\n",
+    );
+    assert_eq!(
+        blocks.iter().map(|b| b.text.as_str()).collect::<Vec<_>>(),
+        ["para one goes on", "- item"]
+    );
+    assert_eq!(tables.len(), 1);
+    assert_eq!(tables[0].rows.len(), 1);
+    assert!(is_measurement_table(&tables[0]));
+}
