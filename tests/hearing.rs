@@ -274,3 +274,35 @@ fn ledger_file(state: &Path) -> PathBuf {
         .find(|p| p.to_string_lossy().ends_with(".asks.jsonl"))
         .expect("a ledger")
 }
+
+/// Many long asks at once: each hook run's text stays small enough for Claude Code to show it
+/// whole (it saves some 30 KB of hook text to a file and shows 2 KB of it), and every ask is
+/// handed out exactly once across the runs.
+#[test]
+fn many_long_asks_go_out_in_runs_each_ask_once() {
+    let mut s = Session::start(&[]);
+    const FILES: usize = 12;
+    for i in 0..FILES {
+        let ask = format!("# @claude {i}: {}\n", "why ".repeat(700));
+        std::fs::write(s.root.join(format!("long{i:02}.py")), ask).unwrap();
+    }
+    let ids: Vec<String> = (0..FILES)
+        .map(|i| {
+            let note = s.channel_ask(&format!("long{i:02}.py"));
+            note["params"]["meta"]["replyTo"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    let deadline = Instant::now() + DEADLINE;
+    while seen.len() < FILES {
+        assert!(Instant::now() < deadline, "handed out only {} of {FILES}", seen.len());
+        let out = s.hook(&s.input("PostToolUse", None).to_string(), &[]);
+        let Some(text) = context(&out) else { continue };
+        assert!(text.len() < 16 * 1024, "a hook text of {} bytes", text.len());
+        for id in &ids {
+            *seen.entry(id.clone()).or_default() += text.matches(&format!("id=\"{id}\"")).count();
+        }
+        seen.retain(|_, n| *n > 0);
+    }
+    assert!(seen.values().all(|&n| n == 1), "{seen:?}");
+}

@@ -297,10 +297,18 @@ impl Hub {
             }
         }
         let State { offers, in_flight, .. } = state;
+        let mut room = wire::MAX_TEXT;
         let due: Vec<Offer> = offers
             .iter()
             .filter(|p| p.due <= now && !in_flight.contains(&p.offer.id))
             .take(wire::MAX_OFFERS)
+            .take_while(|p| {
+                // The element around an ask is a few hundred bytes; the first always goes.
+                let size = p.offer.text.len() + p.offer.file.len() + 200;
+                let fits = size <= room || room == wire::MAX_TEXT;
+                room = room.saturating_sub(size);
+                fits
+            })
             .map(|p| p.offer.clone())
             .collect();
         in_flight.extend(due.iter().map(|o| o.id));

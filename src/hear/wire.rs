@@ -25,6 +25,11 @@ pub const MAX_LINE: usize = 1 << 20;
 /// The most asks one hook run hands to Claude; more wait for the next run.
 pub const MAX_OFFERS: usize = 32;
 
+/// About the most text one hook run hands to Claude: Claude Code saves a hook text of some
+/// 30 KB to a file and shows the model only its first 2 KB (docs/claude-code-hooks.md), so
+/// asks beyond this wait for the next run (one ask alone is at most 4 KiB).
+pub const MAX_TEXT: usize = 12 * 1024;
+
 /// Endpoint files over this size are not read.
 const MAX_ENDPOINT: u64 = 64 * 1024;
 
