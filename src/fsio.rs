@@ -166,7 +166,7 @@ pub fn read_source(path: &Path) -> Result<Source, ReadError> {
     let io_err = |source: io::Error| ReadError::Io { path: path.to_path_buf(), source };
     let meta = std::fs::symlink_metadata(path).map_err(io_err)?;
     check_metadata(path, &meta)?;
-    let file = sys::open_read(path).map_err(|e| match sys::refusal_kind(&e) {
+    let file = open_read_settled(path).map_err(|e| match sys::refusal_kind(&e) {
         Some(kind) => ReadError::NotRegular { path: path.to_path_buf(), kind },
         None => io_err(e),
     })?;
@@ -182,6 +182,29 @@ pub fn read_source(path: &Path) -> Result<Source, ReadError> {
         return Err(ReadError::Binary { path: path.to_path_buf() });
     }
     Ok(Source { bytes, metadata: meta })
+}
+
+/// How long a read waits for a write lease to be let go: a stamp holds one on its new file
+/// from the exchange until it is settled (microseconds; longer on a loaded machine), and an
+/// `open(O_NONBLOCK)` meanwhile fails with `EWOULDBLOCK` instead of waiting.
+const LEASE_SETTLE: Duration = Duration::from_millis(500);
+
+/// [`sys::open_read`], tried again while a lease on the file is being settled (another
+/// filewatch process's stamp, or this one's on another thread): such a file is not gone, and
+/// its save must not be missed.
+fn open_read_settled(path: &Path) -> io::Result<File> {
+    let deadline = std::time::Instant::now() + LEASE_SETTLE;
+    loop {
+        match sys::open_read(path) {
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            opened => return opened,
+        }
+    }
 }
 
 /// Files up to this size are read whole in one call; longer ones are searched this many
@@ -1583,5 +1606,41 @@ mod tests {
         assert!(matches!(link, Err(ReadError::NotRegular { kind: "symlink", .. })), "{link:?}");
         let pipe = buf.read_listed_holding(&fifo, &needle);
         assert!(matches!(pipe, Err(ReadError::NotRegular { kind: "fifo", .. })), "{pipe:?}");
+    }
+
+    /// A file whose write lease another program holds (a stamp settling its exchange) is read
+    /// once the lease is let go, not reported as a read failure. (Seen: `WouldBlock (os error
+    /// 11)` reading a file a moment after its stamp, 1 run in 5 on a loaded machine.)
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_file_under_a_write_lease_is_read_once_it_is_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("held.py");
+        crate::test_support::write(&p, "# @claude hi\n").unwrap();
+        let script = "import fcntl, os, signal, sys, time\n\
+            signal.signal(signal.SIGIO, signal.SIG_IGN)\n\
+            fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)\n\
+            print('held', flush=True)\n\
+            time.sleep(0.3)\n";
+        let Ok(mut holder) = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(&p)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+        else {
+            eprintln!("SKIPPED: no python3 to hold a lease");
+            return;
+        };
+        let mut said = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+            &mut said,
+        )
+        .unwrap();
+        assert_eq!(said.trim(), "held");
+        let read = read_source(&p);
+        holder.wait().unwrap();
+        assert_eq!(read.unwrap().bytes, b"# @claude hi\n");
     }
 }
