@@ -192,4 +192,25 @@ mod tests {
         let lines: Vec<usize> = markers_of(&found, &records[1]).iter().map(|m| m.line).collect();
         assert_eq!(lines, [1]);
     }
+
+    /// Issue 30 (1): the same words above `f` (line 1) and `g` (line 6), recorded there; five
+    /// lines inserted above both. Each marker is its own record — seen through the save's diff
+    /// (the live path), and without one (`resolve_ask`, `list_asks`: by what it was written at).
+    #[test]
+    fn a_record_follows_its_marker_through_lines_inserted_above() {
+        let table = LanguageTable::builtin();
+        let scanner = Scanner::new(table, DEFAULT_TRIGGER).unwrap();
+        let lang = table.get("python").unwrap();
+        let old: &[u8] = b"# @claude why?\ndef f(): pass\n\n\n\n# @claude why?\ndef g(): pass\n";
+        let old_markers = scanner.scan(lang, old);
+        let mut records = [record("fw-0000000f", 1, None), record("fw-00000009", 6, None)];
+        records[0].anchor = anchor(old, &old_markers[0]);
+        records[1].anchor = anchor(old, &old_markers[1]);
+        let new = [b"import a\nimport b\nimport c\nimport d\nimport e\n".as_slice(), old].concat();
+        let markers = scanner.scan(lang, &new);
+        let diff = LineDiff::between(old, &new);
+        let found = InFile::new(lang, &new, "a.py", &markers);
+        assert_eq!(pair(&found.after(Some(diff)), &records), [Some(0), Some(1)], "with the diff");
+        assert_eq!(pair(&found, &records), [Some(0), Some(1)], "without a diff");
+    }
 }

@@ -238,6 +238,7 @@ mod tests {
     use crate::live::testing::{live, resolve, scanner};
     use crate::live::LivePipeline;
     use crate::scan::DEFAULT_TRIGGER;
+    use crate::watch::Change;
 
     /// An editor's stale buffer writes the marker back without its tag (with another edit),
     /// and saves again; the ask is resolved; the stale buffer is saved once more. One ask, one
@@ -331,6 +332,50 @@ mod tests {
             std::fs::read_to_string(&p).unwrap(),
             "# @claude add a docstring\ndef f(): pass\n\ndef g(): pass\nx = 1\n"
         );
+    }
+
+    /// Issue 30 (1): two asks with the same words, above `f` (line 1) and `g` (line 6); the user
+    /// adds five lines at the top and saves. Each id follows its marker through the save's
+    /// diff: with `--tag never`, resolving g's ask removes g's marker and only it; with tags,
+    /// written after the insertion, each lands on its own marker.
+    #[test]
+    fn ids_follow_their_markers_when_lines_are_inserted_above() {
+        let text = "# @claude explain this\ndef f():\n    pass\n\n\n# @claude explain this\ndef g():\n    pass\n";
+        let imports = "import a\nimport b\nimport c\nimport d\nimport e\n";
+        for mode in [TagMode::Never, TagMode::File] {
+            let dir = tempfile::tempdir().unwrap();
+            let state = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap();
+            let asks = Asks::with_ledger_in(state.path(), &root, DEFAULT_TRIGGER).unwrap();
+            let mut live = LivePipeline::with_asks(root.clone(), scanner(), mode, asks);
+            let p = root.join("a.py");
+            crate::test_support::write(&p, text).unwrap();
+            let change =
+                Change { path: p.clone(), from_git: None, rescan: None, renamed_from: vec![] };
+            let asks = live.process_change(&change, usize::MAX);
+            let lines: Vec<usize> = asks.iter().map(|a| a.marker.line).collect();
+            assert_eq!(lines, [1, 6], "{mode:?}");
+            let (f, g) = (asks[0].record, asks[1].record);
+            live.delivered(&asks, true); // heard: tags owed, not written yet
+            crate::test_support::write(&p, format!("{imports}{text}")).unwrap();
+            assert!(live.process_change(&change, usize::MAX).is_empty(), "{mode:?}: asked again");
+            if mode == TagMode::File {
+                live.write_all_tags();
+                let tagged = std::fs::read_to_string(&p).unwrap();
+                let want = format!(
+                    "{imports}# @claude[{f}] explain this\ndef f():\n    pass\n\n\n# @claude[{g}] explain this\ndef g():\n    pass\n"
+                );
+                assert_eq!(tagged, want, "the tags landed on the wrong markers");
+            }
+            resolve(&live, g);
+            let left = std::fs::read_to_string(&p).unwrap();
+            let f_tag = if mode == TagMode::File { format!("[{f}]") } else { String::new() };
+            assert_eq!(
+                left,
+                format!("{imports}# @claude{f_tag} explain this\ndef f():\n    pass\n\n\ndef g():\n    pass\n"),
+                "{mode:?}: resolving g's ask removed another"
+            );
+        }
     }
 
     /// A marker removed by hand (not through `resolve_ask`) is settled too.
