@@ -2,10 +2,11 @@
 //! save, when it claims new asks, when it writes their tags), by `list_asks`, and by the
 //! server's `resolve_ask` and the CLI's `resolve`. A tagged marker is its tag's ask. An untagged
 //! one is the record whose text it has (an editor's stale copy, or `--tag never`): a pending
-//! one, the nearest first, or one resolved within the window at the very place it was resolved
-//! (a stale buffer writing it back). One record per untagged marker: the same words in two
-//! places are two asks.
+//! one — the one written at the same code first, then the nearest to where the save's diff put
+//! it — or one resolved within the window at the very place it was resolved (a stale buffer
+//! writing it back). One record per untagged marker: the same words in two places are two asks.
 
+use std::cell::LazyCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::asks::{self, AskRecord};
@@ -44,13 +45,11 @@ impl<'a> InFile<'a> {
         InFile { diff, ..self }
     }
 
-    /// Where record `r` is expected in this version: the line it was last seen at.
-    ///
-    /// This is where a record's line is to be mapped through [`InFile::diff`] before "nearest"
-    /// is judged (issue 30, item 1: two asks with the same words swap ids when lines are
-    /// inserted above them). Today it is the recorded line, as it always was.
+    /// Where record `r` is expected in this version: the line it was last seen at, moved by
+    /// the save's diff when it is known — so that two asks with the same words keep their ids
+    /// when lines are inserted above them.
     fn expected_line(&self, r: &AskRecord) -> usize {
-        r.line
+        self.diff.map_or(r.line, |d| d.map(r.line))
     }
 }
 
@@ -76,18 +75,21 @@ pub fn pair(found: &InFile, records: &[AskRecord]) -> Vec<Option<usize>> {
     }
     let line_counts: BTreeSet<usize> = by_text.keys().map(|k| k.0).collect();
     // Every (marker, record) that could be a copy, best first: pending before resolved, then
-    // the nearest.
+    // the one written at what the marker is written at (the code around it moves with it,
+    // whatever a save inserted above), then the nearest to where the record is expected.
     let mut candidates = Vec::new();
     for (mi, m) in markers.iter().enumerate().filter(|(_, m)| !m.is_tagged()) {
+        let at = LazyCell::new(|| anchor(src, m));
         for &lines in &line_counts {
             let text = stamp::first_lines(lang, src, m, lines).text;
             for &ri in by_text.get(&(lines, text.as_str())).into_iter().flatten() {
                 let r = &records[ri];
                 let (resolved, line) = (r.resolved.is_some(), found.expected_line(r));
-                if resolved && r.anchor != anchor(src, m) && line != m.line {
+                let elsewhere = r.anchor != *at;
+                if resolved && elsewhere && line != m.line {
                     continue; // the same words somewhere else: typed anew
                 }
-                candidates.push(((resolved, m.line.abs_diff(line)), mi, ri));
+                candidates.push(((resolved, elsewhere, m.line.abs_diff(line)), mi, ri));
             }
         }
     }

@@ -182,6 +182,12 @@ impl<'t> Files<'t> {
         self.previous.insert(path, bytes);
     }
 
+    /// Keeps `bytes` as what `path` held when we last saw it (the version its asks' places are
+    /// in), without taking it as left (its next change is looked at, whatever its bytes).
+    pub fn keep_previous(&mut self, path: &Path, bytes: &[u8]) {
+        self.previous.insert(path, bytes);
+    }
+
     /// The bytes `path` held when we last saw it, if still kept.
     pub fn previous(&self, path: &Path) -> Option<&[u8]> {
         self.previous.get(path)

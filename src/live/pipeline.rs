@@ -194,6 +194,8 @@ impl<'t> LivePipeline<'t> {
         let (fresh, mut candidates) = self.reconcile(&seen, diff, now);
         let previous = self.files.previous(path);
         let typed = self.provenance.typed(&seen, fresh, change.from_git.as_ref(), previous);
+        // The records' places are this version's now: the next save's diff starts from it.
+        self.files.keep_previous(path, seen.bytes());
         candidates.extend(typed.into_iter().map(|m| Draft::new(m, None, now)));
         candidates.sort_by_key(|d| d.marker.line);
         Some((seen, candidates, diff))

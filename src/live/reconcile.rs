@@ -90,19 +90,22 @@ impl Ledger {
     }
 
     /// The tags owed to the file: its untagged markers that are asks in `owed`, with their ids.
+    /// The file's asks are placed in this version (the one the tags go into).
     pub fn stamps_owed(&self, found: &InFile, owed: &HashSet<MarkerId>) -> Vec<Stamp> {
-        let records = self.asks.snapshot();
-        let pairs = pairing::pair(found, &records);
-        found
-            .markers
-            .iter()
-            .zip(&pairs)
-            .filter(|(m, _)| !m.is_tagged())
-            .filter_map(|(m, p)| {
-                let id = records[(*p)?].id;
-                owed.contains(&id).then_some(Stamp { insert_at: m.insert_at, id })
-            })
-            .collect()
+        self.asks.update(|records| {
+            let pairs = pairing::pair(found, records);
+            place(found, &pairs, records);
+            found
+                .markers
+                .iter()
+                .zip(&pairs)
+                .filter(|(m, _)| !m.is_tagged())
+                .filter_map(|(m, p)| {
+                    let id = records[(*p)?].id;
+                    owed.contains(&id).then_some(Stamp { insert_at: m.insert_at, id })
+                })
+                .collect()
+        })
     }
 }
 
@@ -164,20 +167,27 @@ fn close_gone(
     revisions: &[Revision],
     records: &mut [AskRecord],
 ) {
-    let InFile { src, file, markers, .. } = *found;
-    for (mi, m) in markers.iter().enumerate() {
-        let Some(r) = pairs[mi].map(|ri| &mut records[ri]) else { continue };
-        let place = (m.line, anchor(src, m));
-        if r.is_pending() && (r.line, r.anchor) != place {
-            (r.line, r.anchor) = place;
-        }
-    }
+    let file = found.file;
+    place(found, pairs, records);
     let paired: HashSet<usize> = pairs.iter().flatten().copied().collect();
     for (ri, r) in records.iter_mut().enumerate() {
         let revising = revisions.iter().any(|v| v.id == r.id);
         if r.file == file && r.is_pending() && !paired.contains(&ri) && !revising {
             tracing::debug!("{file}: {} is gone; closed", r.id);
             r.resolved = Some(asks::now());
+        }
+    }
+}
+
+/// Brings the place of every pending ask still in the file up to date: its line and anchor in
+/// this version, the one the next save's diff starts from.
+fn place(found: &InFile, pairs: &[Option<usize>], records: &mut [AskRecord]) {
+    let InFile { src, markers, .. } = *found;
+    for (mi, m) in markers.iter().enumerate() {
+        let Some(r) = pairs[mi].map(|ri| &mut records[ri]) else { continue };
+        let place = (m.line, anchor(src, m));
+        if r.is_pending() && (r.line, r.anchor) != place {
+            (r.line, r.anchor) = place;
         }
     }
 }

@@ -158,7 +158,8 @@ impl LivePipeline<'_> {
         tracing::debug!("{}: writing {} tag(s)", path.display(), later.ids.len());
         let Some(seen) = self.read_file(path) else { return Vec::new() }; // gone: nothing owed
         let owed: HashSet<MarkerId> = later.ids.iter().copied().collect();
-        let stamps = self.ledger.stamps_owed(&seen.found(), &owed);
+        let diff = self.files.diff(path, seen.bytes()); // changed since it was reconciled?
+        let stamps = self.ledger.stamps_owed(&seen.found().after(diff), &owed);
         if stamps.is_empty() {
             tracing::debug!("{}: no tag owed any more", path.display());
             return Vec::new(); // resolved, deleted, or tagged already
