@@ -294,6 +294,48 @@ mod tests {
         );
     }
 
+    /// An ask of an earlier run (a session killed before anyone heard it), heard in this run —
+    /// its hooks handed it over from the ledger — gets its tag, as an ask of this run does;
+    /// one in a file that cannot take a tag (here: two names) does not.
+    #[test]
+    fn an_ask_of_an_earlier_run_heard_now_gets_its_tag() {
+        use crate::asks::{Asks, TagMode};
+        use crate::live::testing::scanner;
+        use crate::live::LivePipeline;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (a, b) = (root.join("a.py"), root.join("b.py"));
+        crate::test_support::write(&a, "# @claude heard later\n").unwrap();
+        crate::test_support::write(&b, "# @claude linked, heard later\n").unwrap();
+        let asks = Asks::in_memory();
+        let mut earlier =
+            LivePipeline::with_asks(root.clone(), scanner(), TagMode::File, asks.clone());
+        let mut sent = Vec::new();
+        for path in [&a, &b] {
+            let change = crate::watch::Change {
+                path: path.clone(),
+                from_git: None,
+                rescan: None,
+                renamed_from: Vec::new(),
+            };
+            sent.extend(earlier.process_change(&change, usize::MAX));
+        }
+        earlier.delivered(&sent, false);
+        drop(earlier); // the session ended before anyone heard them
+        std::fs::hard_link(&b, root.join("b.txt")).unwrap();
+
+        let mut now = LivePipeline::with_asks(root.clone(), scanner(), TagMode::File, asks);
+        let ids: Vec<_> = sent.iter().map(|ask| ask.record).collect();
+        now.heard(&ids);
+        now.write_all_tags();
+        assert_eq!(
+            std::fs::read_to_string(&a).unwrap(),
+            format!("# @claude[{}] heard later\n", sent[0].record),
+            "heard, so tagged"
+        );
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "# @claude linked, heard later\n");
+    }
+
     /// A file with several names cannot be stamped safely: its ask goes out untagged, once,
     /// and both names keep the user's bytes.
     #[cfg(unix)]
