@@ -419,6 +419,12 @@ impl Claude {
         self.dir.path()
     }
 
+    /// Later `claude` runs talk to `api` (two sessions in one HOME and project, each with its
+    /// own request log).
+    pub fn use_api(&mut self, api: &ScriptedApi) {
+        self.base_url = api.url();
+    }
+
     /// Adds `name=value` to the environment of every later `claude` run.
     pub fn env(&mut self, name: &str, value: &str) {
         self.env.push((name.into(), value.into()));
@@ -559,5 +565,10 @@ impl Session {
     pub fn exit(&self) {
         self.tmux.type_text("/exit");
         self.tmux.keys(&["Enter"]);
+    }
+
+    /// The claude process (tmux runs `env -i … claude`, and env execs it: the pane's process).
+    pub fn pid(&self) -> u32 {
+        self.tmux.pane_pid()
     }
 }

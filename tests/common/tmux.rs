@@ -63,6 +63,16 @@ impl Tmux {
         assert!(status.success());
     }
 
+    /// The process the pane runs.
+    pub fn pane_pid(&self) -> u32 {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "list-panes", "-F", "#{pane_pid}"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.trim().parse().unwrap_or_else(|_| panic!("tmux list-panes: {text:?}"))
+    }
+
     pub fn screen(&self) -> String {
         let out =
             Command::new("tmux").args(["-L", &self.socket, "capture-pane", "-p"]).output().unwrap();
@@ -99,6 +109,9 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).status();
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
