@@ -946,6 +946,36 @@ mod tests {
         assert!(leftovers(dir.path()).is_empty());
     }
 
+    /// A replace keeps the file's modification and access times, to the nanosecond, whichever
+    /// way it goes (the exchange with leases, without, the plain rename): an editor that holds
+    /// the file (VS Code: a save conflicts only with a file newer than the one it knows) never
+    /// takes our tag for a newer version of its file (issue 34).
+    #[test]
+    fn replace_keeps_the_files_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.py");
+        let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        let (mtime, atime) =
+            (hour_ago + Duration::from_nanos(123_456_789), hour_ago + Duration::from_nanos(7));
+        for how in ["exchange", "no lease", "plain rename"] {
+            crate::test_support::write(&p, "# @claude x\n").unwrap();
+            let times = std::fs::FileTimes::new().set_modified(mtime).set_accessed(atime);
+            File::options().write(true).open(&p).unwrap().set_times(times).unwrap();
+            let mut hooks = Hooks {
+                no_lease: how == "no lease",
+                plain_rename: how == "plain rename",
+                ..Hooks::default()
+            };
+            let new = b"# @claude[fw-00000000] x\n";
+            replace(&p, b"# @claude x\n", new, &|| true, &mut hooks).unwrap();
+            let meta = std::fs::metadata(&p).unwrap(); // before a read moves the access time
+            assert_eq!(meta.modified().unwrap(), mtime, "{how}: the modification time");
+            assert_eq!(meta.accessed().unwrap(), atime, "{how}: the access time");
+            assert_eq!(std::fs::read(&p).unwrap(), new, "{how}");
+            assert!(leftovers(dir.path()).is_empty(), "{how}");
+        }
+    }
+
     #[test]
     fn replace_refuses_changed_files_and_leaves_them_alone() {
         let dir = tempfile::tempdir().unwrap();
