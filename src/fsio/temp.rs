@@ -140,7 +140,9 @@ pub struct Temp {
 impl Temp {
     /// A temp file beside `path` holding `bytes`, with the metadata of `from` (open on `path`,
     /// whose metadata is `meta`; see [`sys::copy_metadata`]), synced. `replaced` are the bytes
-    /// at `path` it is to replace; `None` for a rescue (a user's bytes going back).
+    /// at `path` it is to replace — then it also gets `from`'s access and modification times
+    /// ([`sys::keep_times`]): our tag or resolve is no newer version of the user's file for an
+    /// editor that holds it. `None` for a rescue (a user's bytes going back: they are new).
     pub fn create(
         path: &Path,
         bytes: &[u8],
@@ -154,7 +156,7 @@ impl Temp {
         };
         let (stem, pid, sum) = (stem(path), std::process::id(), replaced.map(fnv1a));
         if let Some(mut file) = sys::unnamed_file_in(dir)? {
-            fill(&mut file, bytes, from, meta, dir)?;
+            fill(&mut file, bytes, from, meta, dir, replaced.is_some())?;
             let id = sys::file_id(&file)?;
             let named = dir.join(made_name(&stem, pid, id.1, sum));
             sys::name_unnamed(&file, &named)?;
@@ -178,7 +180,7 @@ impl Temp {
         };
         let mut temp = Temp { path: named, id, file: Some(file), remove: true };
         let file = temp.file.as_mut().expect("just opened");
-        fill(file, bytes, from, meta, &temp.path)?;
+        fill(file, bytes, from, meta, &temp.path, replaced.is_some())?;
         Ok(temp)
     }
 
@@ -275,16 +277,21 @@ fn create_new(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-/// Writes `bytes` into `file` (named `to_path`), gives it `from`'s metadata, syncs it.
+/// Writes `bytes` into `file` (named `to_path`), gives it `from`'s metadata (and times, if
+/// `keep_times`: after the last write, which would move them), syncs it.
 fn fill(
     file: &mut File,
     bytes: &[u8],
     from: &File,
     meta: &Metadata,
     to_path: &Path,
+    keep_times: bool,
 ) -> io::Result<()> {
     file.write_all(bytes)?;
     sys::copy_metadata(from, meta, file, to_path)?;
+    if keep_times {
+        sys::keep_times(file, meta)?;
+    }
     file.sync_all()
 }
 

@@ -46,7 +46,8 @@ pub fn name_unnamed(_file: &File, _path: &Path) -> io::Result<()> {
 }
 
 /// Copies extended attributes (`com.apple.quarantine`, Finder info, resource forks, tags) and
-/// the ACL. Not `COPYFILE_STAT`: that would copy the times, and editors watch the mtime.
+/// the ACL. Not `COPYFILE_STAT` (owner and mode are set before, the times after the last
+/// write: see `sys::keep_times`).
 pub fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
     // SAFETY: both descriptors are open for the duration of the call; a null state is allowed.
     let rc = unsafe {

@@ -8,6 +8,7 @@
 //! | open, no follow, no block | `O_NOFOLLOW \| O_NONBLOCK` | same | `FILE_FLAG_OPEN_REPARSE_POINT`, disk files only |
 //! | atomic exchange | `renameat2(RENAME_EXCHANGE)` | `renamex_np(RENAME_SWAP)` | `ReplaceFileW` with a backup name |
 //! | metadata carried | owner, mode (setuid/setgid/sticky), all xattrs (ACLs, `security.*`) | owner, mode, xattrs (`com.apple.*`, ACLs) | `ReplaceFileW` keeps ACLs, streams, attributes |
+//! | times carried (a tag keeps the file's mtime) | atime, mtime: `futimens` | same | `SetFileTime` |
 //! | "nobody is writing it" | read lease `F_SETLEASE F_RDLCK` (local fs) | not known | sharing violations |
 //! | "nobody reads our new file yet" | write lease `F_SETLEASE F_WRLCK`: openers wait | not known | not known |
 //! | a temp file with no name until whole | `O_TMPFILE`, named by `linkat` | no (named, then renamed to its id) | same as macOS |
@@ -53,6 +54,18 @@ pub enum Lease {
     /// The OS or file system has no leases, or not for this file (not ours: only a file's
     /// owner may take one).
     Unavailable,
+}
+
+/// Gives `to` (our new file, written) the access and modification times in `meta` (those of
+/// the file it replaces), to the nanosecond where the file system keeps them: `futimens` on
+/// Unix, `SetFileTime` on Windows (`to` is open for writing; an explicit time also stops the
+/// handle's later writes from moving it). So a tag or a resolve leaves the file's times as
+/// the user's last save set them, and an editor that compares them with the ones it knows
+/// (VS Code refuses a save over a newer file) does not take our write for a newer version.
+pub fn keep_times(to: &std::fs::File, meta: &std::fs::Metadata) -> std::io::Result<()> {
+    let times =
+        std::fs::FileTimes::new().set_accessed(meta.accessed()?).set_modified(meta.modified()?);
+    to.set_times(times)
 }
 
 /// Metadata a new file could not be given (an owner, mode bits, an extended attribute): a
