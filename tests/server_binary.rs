@@ -186,6 +186,27 @@ fn control_characters_and_deep_symbols_reach_claude_shown_not_raw() {
 /// Issue 30 (16): what Claude and the log are told names the user's path, never the held
 /// directory's `/proc/self/fd/N/…`: `resolve_ask` on a file made read-only, and the debug log
 /// of a file too large to read.
+/// Issue 30 (2): a two-line ask whose second line the user deletes right after it was
+/// announced, inside the settle window (the file untagged, its record still two lines):
+/// `resolve_ask` removes what is left of it, and only that.
+#[test]
+fn an_ask_edited_inside_the_settle_window_is_resolved() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut s = Server::start_with_args(&root, state.path(), Stdio::inherit(), &["--settle", "5s"]);
+    handshake(&mut s);
+    let file = root.join("a.py");
+    std::fs::write(&file, "# @claude explain this\n# and say why\ndef f():\n    pass\n").unwrap();
+    let note = s.note(is_ask_of("a.py"));
+    assert_eq!(note["params"]["content"], "@claude explain this\nand say why");
+    let id = note["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+    std::fs::write(&file, "# @claude explain this\ndef f():\n    pass\n").unwrap();
+    let result = s.call(7, "resolve_ask", serde_json::json!({ "id": id }));
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "def f():\n    pass\n");
+}
+
 #[cfg(unix)]
 #[test]
 fn messages_name_the_users_path_not_the_held_directory() {

@@ -388,6 +388,32 @@ mod tests {
         }
     }
 
+    /// Issue 30 (2): a two-line ask whose second line the user deletes right after it was
+    /// announced (untagged, inside the settle time: a revision waiting for its text to settle)
+    /// is still its ask: resolved by its record, what is left of it goes, and only that.
+    #[test]
+    fn an_ask_cut_short_before_its_tag_is_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut live =
+            LivePipeline::with_asks(root.clone(), scanner(), TagMode::File, Asks::in_memory())
+                .settling(std::time::Duration::from_secs(5), None);
+        let p = root.join("a.py");
+        crate::test_support::write(
+            &p,
+            "# @claude explain this\n# and say why\ndef f():\n    pass\n",
+        )
+        .unwrap();
+        let change = Change { path: p.clone(), from_git: None, rescan: None, renamed_from: vec![] };
+        let asks = live.process_change(&change, usize::MAX);
+        assert_eq!(asks.len(), 1);
+        live.delivered(&asks, true);
+        crate::test_support::write(&p, "# @claude explain this\ndef f():\n    pass\n").unwrap();
+        assert!(live.process_change(&change, usize::MAX).is_empty(), "announced before it settled");
+        resolve(&live, asks[0].record);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "def f():\n    pass\n");
+    }
+
     /// A marker removed by hand (not through `resolve_ask`) is settled too.
     #[test]
     fn a_marker_deleted_by_hand_does_not_come_back() {

@@ -63,11 +63,14 @@ impl Server {
         stderr: impl Into<Stdio>,
         args: &[&str],
     ) -> Server {
+        // The test's own `--settle`, if it gives one, instead of the quick one tests use.
+        let settle: &[&str] = if args.contains(&"--settle") { &[] } else { &["--settle", "300ms"] };
         let mut child = command
             .env("FILEWATCH_STATE_DIR", state)
             .args(["--root"])
             .arg(root)
-            .args(["--debounce", "100ms", "--settle", "300ms"])
+            .args(["--debounce", "100ms"])
+            .args(settle)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
