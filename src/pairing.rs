@@ -6,7 +6,7 @@
 //! it — or one resolved within the window at the very place it was resolved (a stale buffer
 //! writing it back). One record per untagged marker: the same words in two places are two asks.
 
-use std::cell::LazyCell;
+use std::cell::{LazyCell, OnceCell};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::asks::{self, AskRecord};
@@ -103,35 +103,108 @@ pub fn pair(found: &InFile, records: &[AskRecord]) -> Vec<Option<usize>> {
 }
 
 /// The markers of `found` that are the ask `record`: its tagged markers, or, with none, the one
-/// untagged copy of its words nearest to where it was — each cut to the lines announced.
+/// untagged copy of its words nearest to where it was, or the untagged marker at its place
+/// that the user cut short (see [`cut_short`]) — each cut to the lines of it that were
+/// announced ([`own_lines`]).
 pub fn markers_of(found: &InFile, record: &AskRecord) -> Vec<Marker> {
-    let pairs = pair(found, std::slice::from_ref(record));
+    let records = std::slice::from_ref(record);
+    let pairs = cut_short(found, records, pair(found, records));
     let InFile { lang, src, markers, .. } = *found;
     markers
         .iter()
         .zip(pairs)
         .filter(|(_, p)| p.is_some())
-        .map(|(m, _)| stamp::first_lines(lang, src, m, record.lines))
+        .map(|(m, _)| own_lines(lang, src, m, record))
         .collect()
 }
 
 /// Each marker of `found` with the ask it is, as a listing shows it: a tagged marker is its
-/// tag's ask (recorded or not); an untagged one paired with a pending record is that ask, cut
-/// to the recorded lines; any other is no ask yet.
+/// tag's ask (recorded or not); an untagged one paired with a pending record (a copy of its
+/// words, or the ask cut short at its place) is that ask, cut to the lines announced; any
+/// other is no ask yet.
 pub fn listed(found: &InFile, records: &[AskRecord]) -> Vec<(Marker, Option<MarkerId>)> {
-    let pairs = pair(found, records);
+    let pairs = cut_short(found, records, pair(found, records));
     let InFile { lang, src, markers, .. } = *found;
     markers
         .iter()
         .zip(pairs)
         .map(|(m, p)| match (m.tag, p.map(|ri| &records[ri])) {
             (Some(id), _) => (m.clone(), Some(id)),
-            (None, Some(r)) if r.is_pending() => {
-                (stamp::first_lines(lang, src, m, r.lines), Some(r.id))
-            }
+            (None, Some(r)) if r.is_pending() => (own_lines(lang, src, m, r), Some(r.id)),
             (None, _) => (m.clone(), None),
         })
         .collect()
+}
+
+/// `pairs` with each pending record no marker is paired with given the untagged marker at its
+/// place whose first line is still the record's: the user deleted or changed the lines after
+/// it before the ask was tagged (an edit the live path announces as a revision once it
+/// settles). It is still that ask for a lookup by id: `resolve_ask` removes what is left of
+/// it, `list_asks` lists it under its id.
+fn cut_short(
+    found: &InFile,
+    records: &[AskRecord],
+    mut pairs: Vec<Option<usize>>,
+) -> Vec<Option<usize>> {
+    let paired: HashSet<usize> = pairs.iter().flatten().copied().collect();
+    let places = Places::new(found);
+    let unpaired = (0..records.len()).filter(|ri| !paired.contains(ri));
+    for ri in unpaired.filter(|&ri| records[ri].file == found.file && records[ri].is_pending()) {
+        let r = &records[ri];
+        let Some(mi) = places.free_at(r, &pairs) else { continue };
+        if first_line(&found.markers[mi].text) == first_line(&r.text) {
+            pairs[mi] = Some(ri);
+        }
+    }
+    pairs
+}
+
+/// Where the markers of a file stand, to find the one at a record's place.
+pub struct Places<'f, 'a> {
+    found: &'f InFile<'a>,
+    /// The untagged markers by what they were written at ([`anchor`]), made when first asked.
+    by_anchor: OnceCell<HashMap<u64, Vec<usize>>>,
+}
+
+impl<'f, 'a> Places<'f, 'a> {
+    pub fn new(found: &'f InFile<'a>) -> Self {
+        Places { found, by_anchor: OnceCell::new() }
+    }
+
+    /// The untagged marker no record is paired with (in `pairs`) that stands at record `r`'s
+    /// place, whatever its words (what the user made of that ask since): on the line where
+    /// the record is expected ([`InFile::expected_line`]), else written at the same code.
+    pub fn free_at(&self, r: &AskRecord, pairs: &[Option<usize>]) -> Option<usize> {
+        let markers = self.found.markers;
+        let free = |mi: &usize| pairs[*mi].is_none() && !markers[*mi].is_tagged();
+        let line = self.found.expected_line(r);
+        let on_line = markers.partition_point(|m| m.line < line);
+        let on_line = Some(on_line).filter(|&mi| markers.get(mi).is_some_and(|m| m.line == line));
+        on_line.filter(free).or_else(|| {
+            let by_anchor = self.by_anchor.get_or_init(|| {
+                let mut by_anchor: HashMap<u64, Vec<usize>> = HashMap::new();
+                for (mi, m) in markers.iter().enumerate().filter(|(_, m)| !m.is_tagged()) {
+                    by_anchor.entry(anchor(self.found.src, m)).or_default().push(mi);
+                }
+                by_anchor
+            });
+            by_anchor.get(&r.anchor)?.iter().copied().find(free)
+        })
+    }
+}
+
+/// The lines of `m` that are the ask `r` as it was announced: its leading lines that still
+/// read as the record has them (the first always: it is that ask), at most the record's — so
+/// that a resolve takes neither a comment that moved up under an ask cut short nor a line
+/// the user rewrote since.
+pub fn own_lines(lang: &Language, src: &[u8], m: &Marker, r: &AskRecord) -> Marker {
+    let same = m.text.split('\n').zip(r.text.split('\n')).skip(1).take_while(|(a, b)| a == b);
+    stamp::first_lines(lang, src, m, (1 + same.count()).min(r.lines))
+}
+
+/// The first line of an ask's text.
+fn first_line(text: &str) -> &str {
+    text.split('\n').next().unwrap_or_default()
 }
 
 /// What a marker was written at: the code before it on its line and the next line after it

@@ -3,13 +3,13 @@
 //! are closed, the asks the user is still typing are found (revisions), and the new ones are
 //! claimed under new ids. Which record a marker is, is [`crate::pairing`]'s one rule.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::asks::{self, AskRecord, Asks, TagMode};
 use crate::autosave::Draft;
 use crate::id::{uuid_random, MarkerId};
-use crate::pairing::{self, anchor, InFile};
+use crate::pairing::{self, anchor, InFile, Places};
 use crate::scan::Marker;
 use crate::stamp::Stamp;
 
@@ -114,7 +114,7 @@ impl Ledger {
 /// reloaded our tag and the user typed on after it), or, with its marker gone, the untagged
 /// one at its place (the editor wrote its buffer back over our tag).
 fn find_revisions(found: &InFile, pairs: &[Option<usize>], records: &[AskRecord]) -> Vec<Revision> {
-    let InFile { lang, src, file, markers, diff } = *found;
+    let InFile { lang, src, file, markers, .. } = *found;
     let now = asks::now();
     let recent = |r: &AskRecord| {
         r.file == file
@@ -137,17 +137,12 @@ fn find_revisions(found: &InFile, pairs: &[Option<usize>], records: &[AskRecord]
         }
     }
     let paired: HashSet<usize> = pairs.iter().flatten().copied().collect();
-    let by_line: HashMap<usize, usize> =
-        markers.iter().enumerate().map(|(mi, m)| (m.line, mi)).collect();
+    let places = Places::new(found);
     for (ri, r) in records.iter().enumerate() {
         if paired.contains(&ri) || !recent(r) || out.iter().any(|v: &Revision| v.id == r.id) {
             continue;
         }
-        let line = diff.map_or(r.line, |d| d.map(r.line));
-        let at_its_place = by_line.get(&line).copied().filter(|&mi| {
-            let m = &markers[mi];
-            !m.is_tagged() && pairs[mi].is_none() && m.text != r.text
-        });
+        let at_its_place = places.free_at(r, pairs).filter(|&mi| markers[mi].text != r.text);
         if let Some(mi) = at_its_place {
             if !out.iter().any(|v| v.marker == mi) {
                 out.push(revision(mi, r));
@@ -412,6 +407,33 @@ mod tests {
         assert!(live.process_change(&change, usize::MAX).is_empty(), "announced before it settled");
         resolve(&live, asks[0].record);
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "def f():\n    pass\n");
+        // Above a comment that was there before: cut short, the ask now runs into it in the
+        // file's paragraph, and only what is left of the ask goes. (A new run: the first one
+        // took the revision for an editor that autosaves.)
+        let mut live =
+            LivePipeline::with_asks(root.clone(), scanner(), TagMode::File, Asks::in_memory())
+                .settling(std::time::Duration::from_secs(5), None);
+        let q = root.join("b.py");
+        crate::test_support::write(&q, "# NOTE: keep\ndef f():\n    pass\n").unwrap();
+        let change = Change { path: q.clone(), from_git: None, rescan: None, renamed_from: vec![] };
+        assert!(live.process_change(&change, usize::MAX).is_empty());
+        crate::test_support::write(
+            &q,
+            "# @claude explain this\n# and say why\n# NOTE: keep\ndef f():\n    pass\n",
+        )
+        .unwrap();
+        let asks = live.process_change(&change, usize::MAX);
+        assert_eq!(asks.len(), 1);
+        assert_eq!(asks[0].marker.text, "@claude explain this\nand say why");
+        live.delivered(&asks, true);
+        crate::test_support::write(
+            &q,
+            "# @claude explain this\n# NOTE: keep\ndef f():\n    pass\n",
+        )
+        .unwrap();
+        live.process_change(&change, usize::MAX);
+        resolve(&live, asks[0].record);
+        assert_eq!(std::fs::read_to_string(&q).unwrap(), "# NOTE: keep\ndef f():\n    pass\n");
     }
 
     /// A marker removed by hand (not through `resolve_ask`) is settled too.
