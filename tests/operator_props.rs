@@ -225,9 +225,9 @@ const CHILDREN: &[&str] = &[
 ];
 
 /// Lines that break a component: unclosed expressions and attributes, a void tag left open.
+/// Not `{cond && (` or `{items.map((x) => (`: what follows one of them directly is inside its
+/// parentheses, where a `//` is a comment (`{visible.map((todo) => (` ⏎ `// …` ⏎ `<TodoItem />`).
 const JSX_BREAKS: &[&str] = &[
-    "{cond && (",
-    "{items.map((x) => (",
     "<Foo bar={{ a: 1 }>",
     "<div ref={(r) => { refs.push(r); }>",
     "<p>{value</p>",

@@ -280,29 +280,21 @@ const JSX_CHILDREN: usize = 64;
 /// statement's end, no backtick (HTML in a template).
 pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
     let from = at.saturating_sub(JSX_LOOKBACK).max(start);
-    // The text runs back to `at`; the child before it is looked for before `search`.
-    let (mut at, mut search) = (at, at);
+    let mut at = at;
     for _ in 0..JSX_CHILDREN {
-        let Some(k) = src[from..search].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k)
+        let Some(k) = src[from..at].iter().rposition(|b| b"<>{}".contains(b)).map(|k| from + k)
         else {
             return false;
         };
-        let arrow = src[k] == b'>' && k > from && src[k - 1] == b'=';
-        if arrow && super::trim_start(&src[k + 1..at]).starts_with(b"(") {
-            search = k - 1; // `(x) => (` of a `{items.map(` left open: look before it
-            continue;
-        }
         if !jsx_text_between(&src[k + 1..at]) {
             return false;
         }
         match src[k] {
             b'>' => return ends_jsx_tag(src, k, from),
             b'}' => match child_container(src, from, k) {
-                Some(open) => (at, search) = (open, open), // a child: what precedes it decides
+                Some(open) => at = open, // a child: what precedes it decides
                 None => return false,
             },
-            // `{cond && (` left open mid-edit: what follows its `(` are children.
-            b'{' if holds_jsx_parens(&src[k + 1..at]) => (at, search) = (k, k),
             _ => return false, // inside a tag or an expression
         }
     }
@@ -350,28 +342,13 @@ fn child_container(src: &[u8], from: usize, close: usize) -> Option<usize> {
     };
     let last = from + last;
     let arrow = src[last] == b'>' && last > 0 && src[last - 1] == b'=';
-    let object = src[last] == b'(' && !opens_jsx_parens(&src[from..=last]);
-    if arrow || object || b")=,:?&|".contains(&src[last]) {
+    if arrow || b")=(,:?&|".contains(&src[last]) {
         return None; // a block, an object, an arrow's body
     }
     let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
     let start = src[..=last].iter().rposition(|b| !word(b)).map_or(0, |k| k + 1);
     let keyword = matches!(&src[start..=last], b"else" | b"try" | b"finally" | b"do" | b"return");
     (!keyword).then_some(open)
-}
-
-/// True if `text` ends with a `(` that holds JSX in an expression: `cond && (`, `x ? (`,
-/// `(i) => (`.
-fn opens_jsx_parens(text: &[u8]) -> bool {
-    let Some(rest) = super::trim_end(text).strip_suffix(b"(") else { return false };
-    let rest = super::trim_end(rest);
-    [&b"&&"[..], b"||", b"?", b":", b"=>"].iter().any(|op| rest.ends_with(op))
-}
-
-/// True if `text`, after an expression container's `{`, opens JSX in parens (`cond && (`,
-/// `items.map((x) => (`) before the children that follow.
-fn holds_jsx_parens(text: &[u8]) -> bool {
-    memchr::memchr_iter(b'(', text).any(|p| opens_jsx_parens(&text[..=p]))
 }
 
 /// The indentation of the line that holds `pos`.
