@@ -72,11 +72,7 @@ impl Place {
 
 /// Makes `dir` (and its parents) if it is missing, on Unix for this user alone (mode 0700).
 pub(crate) fn make_private_dir(dir: &Path) -> io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
+    sys::create_dir_private(dir)
 }
 
 /// A hash of the root's path and the trigger that is the same in every run and every build

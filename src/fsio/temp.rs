@@ -166,7 +166,7 @@ impl Temp {
         // process killed meanwhile leaves an empty file (or one we can tell is ours).
         let nonce = crate::id::uuid_random() as u64;
         let fresh = dir.join(fresh_name(&stem, pid, nonce, sum.unwrap_or(0)));
-        let file = create_new(&fresh)?;
+        let file = sys::create_new_private(&fresh)?;
         let named = sys::file_id(&file).and_then(|id| {
             let named = dir.join(made_name(&stem, pid, id.1, sum));
             sys::rename_noreplace(&fresh, &named).map(|()| (named, id))
@@ -267,14 +267,6 @@ impl Drop for Temp {
 /// `ReplaceFileW` may give the replacement the replaced file's identity).
 pub fn holds(path: &Path, id: (u64, u64)) -> bool {
     !sys::SWAP_KEEPS_FILE_IDS || matches!(sys::path_file_id(path), Ok(Some(now)) if now == id)
-}
-
-fn create_new(path: &Path) -> io::Result<File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true).write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)
 }
 
 /// Writes `bytes` into `file` (named `to_path`), gives it `from`'s metadata (and times, if

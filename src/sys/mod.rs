@@ -18,6 +18,7 @@
 //! | a file's directory, held | `openat(O_NOFOLLOW)` per component, named by `/proc/self/fd` | same, named by path (checked by inode) | handles without `FILE_SHARE_DELETE` up to the root |
 //! | busy (retry later) | never | never | sharing violations |
 //! | stop | SIGINT, SIGTERM, SIGHUP | same | Ctrl-C, Ctrl-Break, console close |
+//! | a new file, a new directory of the user's alone | mode 0600, 0700 | same | the inherited ACL |
 //! | a directory of the user's alone (the owner lock when the state directory fails) | `$XDG_RUNTIME_DIR/filewatch-mcp`, else `$TMPDIR/filewatch-mcp-<uid>` (0700, checked) | `$TMPDIR/filewatch-mcp-<uid>` | `%TEMP%\filewatch-mcp` |
 
 #[cfg(unix)]
@@ -34,12 +35,13 @@ mod windows;
 use windows as imp;
 
 pub use imp::{
-    ancestors, command_line, copy_metadata, dir_beneath, exchange, exchange_unsupported, file_id,
-    is_busy, is_watch_limit, lease_broken, link_count, name_unnamed, open_append, open_read,
-    open_state, os_string_from_bytes, owned_by_me, parent_pid, path_file_id, plain_path,
-    private_dir, process_alive, refusal_kind, release_lease, rename_noreplace, same_dir,
-    slash_path, special_kind, take_lease, take_write_lease, unnamed_file_in, watch_caveat,
-    writable, BACKGROUND_HOOKS_BLOCK, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
+    ancestors, command_line, copy_metadata, create_dir_private, create_new_private, dir_beneath,
+    exchange, exchange_unsupported, file_id, is_busy, is_watch_limit, lease_broken, link_count,
+    name_unnamed, open_append, open_read, open_state, os_string_from_bytes, owned_by_me,
+    parent_pid, path_file_id, plain_path, private_dir, process_alive, refusal_kind, release_lease,
+    rename_noreplace, same_dir, slash_path, special_kind, take_lease, take_write_lease,
+    unnamed_file_in, watch_caveat, writable, BACKGROUND_HOOKS_BLOCK, SWAP_KEEPS_FILE_IDS,
+    WATCH_MODE,
 };
 
 /// What [`take_lease`] learnt about the other programs that have a file open.

@@ -7,7 +7,7 @@ use std::fs::{File, FileType, Metadata, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -99,6 +99,17 @@ pub fn open_append(path: &Path) -> io::Result<File> {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
     Ok(file)
+}
+
+/// Makes a new file at `path` for reading and writing, for this user alone (mode 0600); an
+/// error if anything is there already.
+pub fn create_new_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path)
+}
+
+/// Makes `dir` and its parents where missing, for this user alone (mode 0700).
+pub fn create_dir_private(dir: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// The exchange moves names, never files: what it displaced has the device and inode it had.

@@ -69,6 +69,17 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     open_with(path, options)
 }
 
+/// Makes a new file at `path` for reading and writing; an error if anything is there already.
+/// (It is the user's as its directory's inherited ACL says: no mode bits here.)
+pub fn create_new_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).write(true).create_new(true).open(path)
+}
+
+/// Makes `dir` and its parents where missing (their ACL inherited, as for any new directory).
+pub fn create_dir_private(dir: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).create(dir)
+}
+
 fn open(path: &Path, write: bool) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).write(write);
