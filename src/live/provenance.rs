@@ -238,6 +238,40 @@ mod tests {
         assert_eq!(texts, ["@claude new"]);
     }
 
+    /// Issue 30 (3): provenance is place plus text. A committed ask's words typed again above
+    /// another function (same indentation) are the user's ask — on the first save the server
+    /// sees, and after the committed one was found git's — while the committed one stays quiet,
+    /// also when the user edits the code right below it.
+    #[test]
+    fn a_committed_asks_words_typed_elsewhere_are_an_ask() {
+        let committed = "class A:\n    # @claude explain this\n    def f(self):\n        pass\n";
+        let copy = "\n    # @claude explain this\n    def g(self):\n        pass\n";
+        for first_save in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut live = live(dir.path());
+            let root = live.files.root.clone();
+            git_in(&root, &["init", "-q"]);
+            let p = root.join("a.py");
+            crate::test_support::write(&p, committed).unwrap();
+            git_in(&root, &["add", "."]);
+            git_in(&root, &["commit", "-qm", "x"]);
+            if !first_save {
+                crate::test_support::write(&p, format!("{committed}\n    x = 1\n")).unwrap();
+                assert!(live.process(&p, None).is_empty(), "git's marker announced");
+            }
+            crate::test_support::write(&p, format!("{committed}{copy}")).unwrap();
+            let asks = live.process(&p, None);
+            let lines: Vec<usize> = asks.iter().map(|a| a.marker.line).collect();
+            assert_eq!(lines, [6], "first save {first_save}: the copy above g()");
+            let now = std::fs::read_to_string(&p).unwrap();
+            crate::test_support::write(&p, now.replace("def f(self):", "def f(self, x):")).unwrap();
+            assert!(
+                live.process(&p, None).is_empty(),
+                "first save {first_save}: git's ask announced"
+            );
+        }
+    }
+
     /// A repository deleted and cloned again at the same place: its files' markers are the
     /// clone's commits, not the user's, although the reader started for the old repository is
     /// still running (in a directory that is gone).
