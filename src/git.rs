@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::Problem;
-use crate::lines::{line_keys, HeldLines, LineKeys};
+use crate::lines::{version_keys, HeldLines, LineKeys};
 
 /// An index lock older than this is stale (a crashed git leaves one behind): stop holding.
 const STALE_LOCK: Duration = Duration::from_secs(10);
@@ -409,6 +409,9 @@ pub struct GitLines {
     histories: Fifo<(PathBuf, String, u64), Arc<Vec<String>>>,
     /// git processes started, for tests: a save must not start one.
     started: usize,
+    /// The trigger: a version's lines that hold it are known at their place too
+    /// ([`crate::lines::version_keys`]).
+    trigger: Option<memchr::memmem::Finder<'static>>,
 }
 
 /// The two long-lived readers of one repository.
@@ -450,6 +453,13 @@ impl GitLines {
         }
     }
 
+    /// Nothing read yet; the lines of versions that hold `trigger` are known at their place
+    /// too (see [`GitLines::held`]).
+    pub fn for_trigger(trigger: &str) -> GitLines {
+        let trigger = Some(memchr::memmem::Finder::new(trigger.as_bytes()).into_owned());
+        GitLines { trigger, ..GitLines::new() }
+    }
+
     /// How many `git` processes were started so far.
     #[cfg(test)]
     pub fn processes_started(&self) -> usize {
@@ -472,7 +482,8 @@ impl GitLines {
         out
     }
 
-    /// Which of `keys` (see [`crate::lines::line_key`]) are lines git holds in a version of one of `paths`
+    /// Which of `keys` (see [`crate::lines::line_key`]; with [`GitLines::for_trigger`], also
+    /// [`crate::lines::place_keys`] of lines holding the trigger) are lines git holds in a version of one of `paths`
     /// (the file, then the paths it was moved from): see the module's documentation. With a
     /// `window` (the file changed while git held its lock) the files' histories are searched
     /// too. What git cannot answer (no git, a broken repository) counts as no version.
@@ -597,7 +608,7 @@ impl GitLines {
             return Some(lines.clone());
         }
         let bytes = self.contents(git, blob)?;
-        let lines = Arc::new(line_keys(&bytes));
+        let lines = Arc::new(version_keys(&bytes, self.trigger.as_ref()));
         self.blobs.insert(blob.to_string(), lines.clone(), lines.len().max(1));
         Some(lines)
     }
@@ -691,7 +702,7 @@ impl GitLines {
                 None => {
                     let Some(content) = self.contents(git, blob) else { continue };
                     bytes += content.len();
-                    let lines = Arc::new(line_keys(&content));
+                    let lines = Arc::new(version_keys(&content, self.trigger.as_ref()));
                     self.blobs.insert(blob.clone(), lines.clone(), lines.len().max(1));
                     lines
                 }

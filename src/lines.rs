@@ -4,7 +4,7 @@
 //! version of a file's bytes from another. Small, pure, and shared by every stage that looks
 //! at lines.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -71,6 +71,59 @@ pub fn line_keys(text: &[u8]) -> HashSet<u64> {
     text.split(|&b| b == b'\n').map(line_key).collect()
 }
 
+/// The keys of every line of a version `text` ([`line_key`]), and of each line that holds
+/// `trigger` also at its place ([`place_keys`]) and how often the version holds it
+/// ([`count_key`]): what tells a marker a version held where it stands from the same words
+/// written again somewhere else.
+pub fn version_keys(text: &[u8], trigger: Option<&memchr::memmem::Finder>) -> HashSet<u64> {
+    let mut keys = line_keys(text);
+    let Some(trigger) = trigger.filter(|t| t.find(text).is_some()) else { return keys };
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    let mut seen: HashMap<u64, usize> = HashMap::new();
+    for (i, line) in lines.iter().enumerate().filter(|(_, l)| trigger.find(l).is_some()) {
+        let next = lines[i + 1..].iter().copied().find(|l| !l.trim_ascii().is_empty());
+        let prev = lines[..i].iter().rev().copied().find(|l| !l.trim_ascii().is_empty());
+        keys.extend(place_key_pair(line, prev, next));
+        let n = seen.entry(line_key(line)).or_default();
+        *n += 1;
+        keys.insert(count_key(line, *n));
+    }
+    keys
+}
+
+/// The key of "a version holds `line` at least `n` times" (for `n` = 1, its [`line_key`]);
+/// [`version_keys`] holds it for the lines that hold the trigger.
+pub fn count_key(line: &[u8], n: usize) -> u64 {
+    if n <= 1 {
+        return line_key(line);
+    }
+    let mut bytes = format!("\x03{n}\n").into_bytes();
+    bytes.extend_from_slice(&normalize_line(line));
+    fnv1a(&bytes)
+}
+
+/// The keys of the line `line` (a byte range of `src`, without its `\n`) at its place: with
+/// the next line that is not blank, and with the previous one (either tells the place; both
+/// must change for the line to be somewhere else). Compared with [`version_keys`].
+pub fn place_keys(src: &[u8], line: Range<usize>) -> [u64; 2] {
+    let next = src[line.end..].split(|&b| b == b'\n').skip(1).find(|l| !l.trim_ascii().is_empty());
+    let mut before = src[..line.start].split(|&b| b == b'\n').rev().skip(1);
+    let prev = before.find(|l| !l.trim_ascii().is_empty());
+    place_key_pair(&src[line], prev, next)
+}
+
+/// [`place_keys`] of `line` between `prev` and `next` (none at the file's start or end).
+fn place_key_pair(line: &[u8], prev: Option<&[u8]>, next: Option<&[u8]>) -> [u64; 2] {
+    let key = |tag: &[u8], neighbour: Option<&[u8]>| {
+        let mut bytes = tag.to_vec();
+        bytes.extend_from_slice(&normalize_line(line));
+        bytes.push(b'\n');
+        bytes.extend_from_slice(normalize_line(neighbour.unwrap_or_default()).trim_ascii());
+        fnv1a(&bytes)
+    };
+    [key(b"\x01before\n", next), key(b"\x02after\n", prev)]
+}
+
 /// The lines one version of a file holds, by [`line_key`] (shared, not copied, between git's
 /// cache and its users).
 pub type LineKeys = Arc<HashSet<u64>>;
@@ -116,5 +169,27 @@ mod tests {
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(fnv1a_from(fnv1a(b"a"), b"b"), fnv1a(b"ab"));
+    }
+
+    /// A line holding the trigger is known at its place: by the lines around it, wherever it
+    /// stands in the file, and not where the same words stand between other lines.
+    #[test]
+    fn a_line_is_known_at_its_place() {
+        let trigger = memchr::memmem::Finder::new("@claude");
+        let version: &[u8] = b"import os\n\n# @claude why?\r\ndef f(): pass\n";
+        let keys = version_keys(version, Some(&trigger));
+        let at = |src: &[u8]| {
+            let start = memchr::memmem::find(src, b"# @claude").unwrap();
+            let range = line_around(src, start..start);
+            let range = range.start..range.end - usize::from(src[range.end - 1] == b'\r');
+            place_keys(src, range).iter().filter(|k| keys.contains(k)).count()
+        };
+        assert_eq!(at(b"x = 1\nimport os\n# @claude why?\n\n\ndef f(): pass\n"), 2, "moved");
+        assert_eq!(at(b"import os\n# @claude why?\ndef f(x): pass\n"), 1, "the code below edited");
+        assert_eq!(at(b"def g(): pass\n# @claude why?\ndef h(): pass\n"), 0, "elsewhere");
+        assert_eq!(line_keys(version).len() + 2, keys.len());
+        let twice = version_keys(b"# @claude a\nx\n# @claude a\n", Some(&trigger));
+        let held = |n| twice.contains(&count_key(b"# @claude a", n));
+        assert_eq!((held(1), held(2), held(3)), (true, true, false));
     }
 }

@@ -58,10 +58,11 @@ impl<'t> LivePipeline<'t> {
 
     /// A pipeline that records its asks in `asks`, stamping files or not as `mode` says.
     pub fn with_asks(root: PathBuf, scanner: Scanner<'t>, mode: TagMode, asks: Asks) -> Self {
+        let provenance = Provenance::new(scanner.trigger());
         LivePipeline {
             files: Files::new(root, scanner),
             ledger: Ledger { asks, mode },
-            provenance: Provenance::new(),
+            provenance,
             typing: Typing::default(),
             tags: TagQueue::default(),
             backlog: VecDeque::new(),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::claude_writes::ClaudeWrites;
 use crate::git::{GitLines, GitWindow};
 use crate::languages::Language;
-use crate::lines::{line_around, line_key, HeldLines};
+use crate::lines::{count_key, line_around, line_key, place_keys, HeldLines};
 use crate::scan::Marker;
 use crate::stamp;
 
@@ -25,16 +25,18 @@ pub(super) struct Provenance {
     /// What Claude's own file tools wrote (recorded by its hooks).
     pub(super) claude: ClaudeWrites,
     /// Untagged markers the user did not type (git brought them, Claude wrote them), by file
-    /// and line key: not announced this run.
+    /// and line at its place ([`place_keys`]): not announced this run. The same words typed
+    /// somewhere else are not these.
     not_typed: HashSet<(PathBuf, u64)>,
     /// Where files renamed inside the root were before.
     renames: Renames,
 }
 
 impl Provenance {
-    pub fn new() -> Self {
+    /// What the user did not type, for asks that start with `trigger`.
+    pub fn new(trigger: &str) -> Self {
         Provenance {
-            git: GitLines::new(),
+            git: GitLines::for_trigger(trigger),
             claude: ClaudeWrites::new(),
             not_typed: HashSet::new(),
             renames: Renames::default(),
@@ -57,7 +59,7 @@ impl Provenance {
             fresh = self.drop_claude_lines(path, bytes, fresh);
         }
         if !fresh.is_empty() {
-            fresh = self.drop_git_lines(path, bytes, fresh, window);
+            fresh = self.drop_git_lines(seen, fresh, window);
         }
         if !fresh.is_empty() {
             let old_lines = self.old_lines(path, previous);
@@ -66,10 +68,12 @@ impl Provenance {
         fresh
     }
 
-    /// True if `m` was found not typed before, in this file or at a path it was renamed from.
+    /// True if `m` was found not typed before, at its place, in this file or at a path it was
+    /// renamed from.
     pub fn was_not_typed(&self, path: &Path, bytes: &[u8], m: &Marker) -> bool {
-        let key = line_key(&line_of(bytes, m));
-        self.renames.chain(path).iter().any(|p| self.not_typed.contains(&(p.clone(), key)))
+        let keys = place_of(bytes, m);
+        let chain = self.renames.chain(path);
+        chain.iter().any(|p| keys.iter().any(|&k| self.not_typed.contains(&(p.clone(), k))))
     }
 
     /// `path` was renamed from `from` (by way of `to`, the newer name of a chain of renames):
@@ -96,20 +100,28 @@ impl Provenance {
 
     /// Drops the markers that arrived through git rather than from the user's hands: their
     /// trigger line is in a version of the file (or of a path it was renamed from) that git
-    /// holds; with `window` (it changed while git held its lock), in its history too (see
-    /// [`GitLines::held`]).
+    /// holds. With `window` (it changed while git held its lock: git wrote it), anywhere in
+    /// such a version, and in the file's history too (see [`GitLines::held`]). Otherwise where
+    /// git holds it ([`held_in_place`]): a committed ask's words typed again above
+    /// another function are the user's.
     fn drop_git_lines(
         &mut self,
-        path: &Path,
-        bytes: &[u8],
+        seen: &Seen,
         fresh: Vec<Marker>,
         window: Option<&GitWindow>,
     ) -> Vec<Marker> {
+        let (path, bytes) = (seen.path.as_path(), seen.bytes());
         let paths = self.renames.chain(path);
         let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        let keys: HashSet<u64> = fresh.iter().map(|m| line_key(&line_of(bytes, m))).collect();
-        let held = self.git.held(&paths, window, &keys);
-        self.drop_not_typed(path, bytes, fresh, &held, "from git")
+        let gits: HashSet<usize> = if window.is_some() {
+            let keys = fresh.iter().map(|m| line_key(&line_of(bytes, m))).collect();
+            let held = self.git.held(&paths, window, &keys);
+            let held = |m: &&Marker| held.contains(&line_key(&line_of(bytes, m)));
+            fresh.iter().filter(held).map(|m| m.insert_at).collect()
+        } else {
+            held_in_place(&mut self.git, &paths, seen, &fresh)
+        };
+        self.drop_not_typed(path, bytes, fresh, |m| gits.contains(&m.insert_at), "from git")
     }
 
     /// Drops the markers on lines Claude's own file tools wrote (as its hooks recorded them,
@@ -117,24 +129,26 @@ impl Provenance {
     fn drop_claude_lines(&mut self, path: &Path, bytes: &[u8], fresh: Vec<Marker>) -> Vec<Marker> {
         let written: HashSet<u64> =
             self.renames.chain(path).iter().flat_map(|p| self.claude.lines(p)).collect();
-        self.drop_not_typed(path, bytes, fresh, &written, "written by Claude")
+        let claudes = |m: &Marker| written.contains(&line_key(&line_of(bytes, m)));
+        self.drop_not_typed(path, bytes, fresh, claudes, "written by Claude")
     }
 
-    /// Drops the markers whose line's key is in `keys`, remembering them as not typed.
+    /// Drops the markers `theirs` says the user did not type, remembering them (at their
+    /// place) as not typed.
     fn drop_not_typed(
         &mut self,
         path: &Path,
         bytes: &[u8],
         mut fresh: Vec<Marker>,
-        keys: &HashSet<u64>,
+        theirs: impl Fn(&Marker) -> bool,
         why: &str,
     ) -> Vec<Marker> {
         fresh.retain(|m| {
-            let key = line_key(&line_of(bytes, m));
-            let not_typed = keys.contains(&key);
+            let not_typed = theirs(m);
             if not_typed {
                 tracing::debug!("{}:{}: {why}, not announced", path.display(), m.line);
-                self.not_typed.insert((path.to_path_buf(), key));
+                let keys = place_of(bytes, m).map(|k| (path.to_path_buf(), k));
+                self.not_typed.extend(keys);
             }
             !not_typed
         });
@@ -201,6 +215,55 @@ fn cut_to_new_lines(
 fn line_of(src: &[u8], m: &Marker) -> Vec<u8> {
     let line = &src[line_around(src, m.insert_at..m.insert_at)];
     line.strip_suffix(b"\r").unwrap_or(line).to_vec()
+}
+
+/// Of the `fresh` markers of the file `seen` (by `insert_at`), those git holds where they
+/// stand: their line is in a version of one of `paths` next to the line before it or the one
+/// after it there. Copies of a line git holds that stand at none of its places are git's as
+/// long as git holds as many (the user moved its lines around), in file order; any more are
+/// the same words typed again, the user's. Every marker of the file with those words counts,
+/// the fresh ones and those found git's before.
+fn held_in_place(
+    git: &mut GitLines,
+    paths: &[&Path],
+    seen: &Seen,
+    fresh: &[Marker],
+) -> HashSet<usize> {
+    let bytes = seen.bytes();
+    let texts: HashSet<u64> = fresh.iter().map(|m| line_key(&line_of(bytes, m))).collect();
+    let mut by_text: HashMap<u64, Vec<&Marker>> = HashMap::new();
+    for m in &seen.markers {
+        let text = line_key(&line_of(bytes, m));
+        if texts.contains(&text) {
+            by_text.entry(text).or_default().push(m);
+        }
+    }
+    let count_keys = |ms: &[&Marker]| {
+        let line = line_of(bytes, ms[0]);
+        (1..=ms.len()).map(move |n| count_key(&line, n))
+    };
+    let mut keys = HashSet::new();
+    for ms in by_text.values() {
+        keys.extend(count_keys(ms));
+        keys.extend(ms.iter().flat_map(|m| place_of(bytes, m)));
+    }
+    let held = git.held(paths, None, &keys);
+    let mut gits = HashSet::new();
+    for ms in by_text.values() {
+        let copies = count_keys(ms).take_while(|k| held.contains(k)).count();
+        let (placed, elsewhere): (Vec<&Marker>, Vec<&Marker>) =
+            ms.iter().partition(|m| place_of(bytes, m).iter().any(|k| held.contains(k)));
+        let moved = copies.saturating_sub(placed.len());
+        gits.extend(placed.iter().chain(elsewhere.iter().take(moved)).map(|m| m.insert_at));
+    }
+    let fresh: HashSet<usize> = fresh.iter().map(|m| m.insert_at).collect();
+    gits.retain(|at| fresh.contains(at));
+    gits
+}
+
+/// The keys of the marker's trigger line at its place ([`place_keys`]).
+fn place_of(src: &[u8], m: &Marker) -> [u64; 2] {
+    place_keys(src, line_around(src, m.insert_at..m.insert_at))
 }
 
 #[cfg(test)]
