@@ -188,6 +188,16 @@ enum Command {
         #[arg(long)]
         wait: bool,
     },
+    /// Claude Code's hooks for a server registered with `claude mcp add` (the plugin brings
+    /// its own): print them, or put them into (take them out of) a Claude Code settings file.
+    #[command(after_help = "Exit status:
+  0  printed, or the settings file is as asked (written, or already so)
+  2  the settings file is not valid JSON or not a settings object (named; nothing changed),
+     or it could not be read or written")]
+    Hooks {
+        #[command(subcommand)]
+        action: HooksAction,
+    },
     /// Print the language table: file types, and grammar or fallback.
     #[command(after_help = "Exit status:
   0  always (2 for a bad flag)")]
@@ -195,6 +205,40 @@ enum Command {
         /// One JSON object per language and line.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// What `filewatch-mcp hooks` does.
+#[derive(Subcommand)]
+enum HooksAction {
+    /// Print the settings JSON: `{"hooks": {…}}`, the same hooks as the plugin's.
+    Print {
+        /// Run this binary (an absolute path is written) instead of `filewatch-mcp` on PATH.
+        #[arg(long, value_name = "PATH")]
+        bin: Option<PathBuf>,
+    },
+    /// Put the hooks into a settings file: hooks that run `filewatch-mcp hook` are replaced,
+    /// nothing else is touched; running it twice is running it once.
+    Install {
+        /// project: .claude/settings.json (shared); local: .claude/settings.local.json (yours,
+        /// this project); user: ~/.claude/settings.json (yours, every project).
+        #[arg(long, value_enum, default_value = "local")]
+        scope: filewatch_mcp::hear::settings::Scope,
+        /// Run this binary (an absolute path is written) instead of `filewatch-mcp` on PATH.
+        #[arg(long, value_name = "PATH")]
+        bin: Option<PathBuf>,
+        /// The project (for the project and local scopes).
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
+    /// Take out of a settings file every hook that runs `filewatch-mcp hook`.
+    Remove {
+        /// project, local or user (see install).
+        #[arg(long, value_enum, default_value = "local")]
+        scope: filewatch_mcp::hear::settings::Scope,
+        /// The project (for the project and local scopes).
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
     },
 }
 
@@ -217,6 +261,7 @@ fn main() -> ExitCode {
         Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
         Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
         Command::Languages { json } => languages(json),
+        Command::Hooks { action } => hooks(action),
         Command::Hook { wait } => {
             let (mut out, mut err) = (io::stdout().lock(), io::stderr().lock());
             let run = filewatch_mcp::hear::run_hook(io::stdin().lock(), wait, &mut out, &mut err);
@@ -713,6 +758,37 @@ fn terminal_name(name: &str) -> String {
     } else {
         name.to_string()
     }
+}
+
+fn hooks(action: HooksAction) -> anyhow::Result<ExitCode> {
+    use filewatch_mcp::hear::settings::{self, HookCommand};
+    let command = |bin: Option<PathBuf>| -> anyhow::Result<HookCommand> {
+        let Some(bin) = bin else { return Ok(HookCommand::ByName) };
+        let path = bin.canonicalize().with_context(|| format!("--bin {}", bin.display()))?;
+        anyhow::ensure!(path.is_file(), "--bin {}: not a file", bin.display());
+        Ok(HookCommand::Path(path))
+    };
+    let mut out = io::stdout().lock();
+    let (changed, what) = match action {
+        HooksAction::Print { bin } => {
+            writeln!(out, "{}", serde_json::to_string_pretty(&command(bin)?.settings())?)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        HooksAction::Install { scope, bin, root } => {
+            let command = command(bin)?;
+            (settings::install(&scope.settings_file(&root)?, &command)?, "installed in")
+        }
+        HooksAction::Remove { scope, root } => {
+            (settings::remove(&scope.settings_file(&root)?)?, "removed from")
+        }
+    };
+    let path = filewatch_mcp::slash_path(&changed.path);
+    if changed.written {
+        writeln!(out, "filewatch-mcp: hooks {what} {path}")?;
+    } else {
+        writeln!(out, "filewatch-mcp: {path} unchanged (already so)")?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn languages(json: bool) -> anyhow::Result<ExitCode> {

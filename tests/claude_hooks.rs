@@ -46,7 +46,8 @@ fn plugin_hooks(plugin: &Path) -> Vec<Hook> {
 }
 
 /// The hooks of the `.claude/settings.json` snippet in docs/security.md (for a server
-/// registered without the plugin): its JSON block that runs `filewatch-mcp hook`.
+/// registered without the plugin; `filewatch-mcp hooks print`): its JSON block that runs
+/// `filewatch-mcp`.
 fn settings_hooks() -> Vec<Hook> {
     let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/security.md");
     let doc = std::fs::read_to_string(doc).unwrap();
@@ -54,7 +55,7 @@ fn settings_hooks() -> Vec<Hook> {
         .split("```json")
         .skip(1)
         .filter_map(|b| b.split("```").next())
-        .find(|b| b.contains("filewatch-mcp hook"))
+        .find(|b| b.contains("\"filewatch-mcp\""))
         .expect("a settings.json snippet in docs/security.md");
     hooks_of(&serde_json::from_str(block).expect("the snippet is JSON"))
 }
@@ -245,7 +246,8 @@ fn claudes_writes_are_never_asks_and_the_users_are_once() {
 #[test]
 fn the_settings_snippet_hooks_do_the_same() {
     let hooks = settings_hooks();
-    assert_eq!(hooks.len(), 2, "{hooks:?}");
+    // SessionStart and Stop (waiting), UserPromptSubmit, PreToolUse and PostToolUse.
+    assert_eq!(hooks.len(), 5, "{hooks:?}");
     session(hooks, SESSION / 3);
 }
 

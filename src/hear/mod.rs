@@ -22,6 +22,7 @@
 
 pub mod hook;
 pub mod hub;
+pub mod settings;
 mod text;
 mod transcript;
 pub mod wire;
