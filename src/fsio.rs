@@ -166,7 +166,7 @@ pub fn read_source(path: &Path) -> Result<Source, ReadError> {
     let io_err = |source: io::Error| ReadError::Io { path: path.to_path_buf(), source };
     let meta = std::fs::symlink_metadata(path).map_err(io_err)?;
     check_metadata(path, &meta)?;
-    let file = open_read_settled(path).map_err(|e| match sys::refusal_kind(&e) {
+    let file = open_read_after_leases(path).map_err(|e| match sys::refusal_kind(&e) {
         Some(kind) => ReadError::NotRegular { path: path.to_path_buf(), kind },
         None => io_err(e),
     })?;
@@ -185,15 +185,15 @@ pub fn read_source(path: &Path) -> Result<Source, ReadError> {
 }
 
 /// How long a read waits for a write lease to be let go: a stamp holds one on its new file
-/// from the exchange until it is settled (microseconds; longer on a loaded machine), and an
+/// from the exchange until it is finished (microseconds; longer on a loaded machine), and an
 /// `open(O_NONBLOCK)` meanwhile fails with `EWOULDBLOCK` instead of waiting.
-const LEASE_SETTLE: Duration = Duration::from_millis(500);
+const LEASE_WAIT: Duration = Duration::from_millis(500);
 
-/// [`sys::open_read`], tried again while a lease on the file is being settled (another
-/// filewatch process's stamp, or this one's on another thread): such a file is not gone, and
-/// its save must not be missed.
-fn open_read_settled(path: &Path) -> io::Result<File> {
-    let deadline = std::time::Instant::now() + LEASE_SETTLE;
+/// [`sys::open_read`], tried again while another stamp holds a write lease on the file (another
+/// filewatch process's, or this one's on another thread): such a file is not gone, and its save
+/// must not be missed.
+fn open_read_after_leases(path: &Path) -> io::Result<File> {
+    let deadline = std::time::Instant::now() + LEASE_WAIT;
     loop {
         match sys::open_read(path) {
             Err(e)
@@ -513,7 +513,7 @@ const BUSY_WAIT: Duration = Duration::from_secs(1);
 struct Checked {
     /// Its device and inode (volume and index on Windows).
     id: (u64, u64),
-    /// The descriptor holding its lease, kept open until the exchange is settled (closing it
+    /// The descriptor holding its lease, kept open until the exchange is finished (closing it
     /// ends the lease); `None` where no lease could be taken.
     leased: Option<File>,
 }
@@ -600,7 +600,8 @@ fn replace(
     match sys::exchange(&temp.path, path) {
         Ok(displaced) => {
             Hooks::run(&mut hooks.after_exchange);
-            settle_exchange(path, temp, &displaced, read, expected, new, in_place, hooks)
+            let exchanged = Exchanged { path, temp, displaced, read };
+            finish_exchange(exchanged, expected, new, in_place, hooks)
         }
         Err(e) if sys::exchange_unsupported(&e) => rename_unleased(path, temp, read, expected),
         Err(e) if sys::is_busy(&e) => Err(WriteError::Conflict { path: path.to_path_buf() }),
@@ -627,19 +628,26 @@ fn rename_unleased(
     rename_and_check(path, temp, expected)
 }
 
-/// After the exchange, `displaced` holds what was at `path`: keep ours only if that was the
-/// very file we read, nobody wrote it, and its directory did not move; otherwise undo.
-#[allow(clippy::too_many_arguments)] // the one call above; each is a different thing
-fn settle_exchange(
-    path: &Path,
-    mut temp: Temp,
-    displaced: &Path,
+/// An exchange done: our temp file is at `path`, and `displaced` holds what was there (`read`,
+/// if nobody got in between).
+struct Exchanged<'p> {
+    path: &'p Path,
+    temp: Temp,
+    displaced: PathBuf,
     read: Checked,
+}
+
+/// After the exchange, keep ours only if what it displaced was the very file we read (its bytes
+/// `expected`), nobody wrote it, and its directory did not move; otherwise undo.
+fn finish_exchange(
+    exchanged: Exchanged,
     expected: &[u8],
     new: &[u8],
     in_place: &dyn Fn() -> bool,
     hooks: &mut Hooks,
 ) -> Result<(), WriteError> {
+    let Exchanged { path, mut temp, displaced, read } = exchanged;
+    let displaced = displaced.as_path();
     let io_err = WriteError::io(path);
     // Until we know what came out of the path, it may be the user's only copy of something
     // (a newer file, a symlink, a directory): it is never removed, even on an error, unless it
@@ -682,7 +690,7 @@ fn settle_exchange(
         temp.release();
         return Err(WriteError::Conflict { path: path.to_path_buf() });
     }
-    undo_exchange(path, temp, displaced, read, new)
+    undo_exchange(Exchanged { path, temp, displaced: displaced.to_path_buf(), read }, new)
 }
 
 /// Gives back its place to what the exchange displaced — a symlink or a directory put at the
@@ -690,13 +698,9 @@ fn settle_exchange(
 /// metadata), the file read if a writer opened it (that writer waits on our lease), or the
 /// file read if its directory moved — and fails with [`WriteError::Conflict`].
 /// Until it is back, it is the user's only copy: never removed, even if that fails.
-fn undo_exchange(
-    path: &Path,
-    mut temp: Temp,
-    displaced: &Path,
-    read: Checked,
-    new: &[u8],
-) -> Result<(), WriteError> {
+fn undo_exchange(exchanged: Exchanged, new: &[u8]) -> Result<(), WriteError> {
+    let Exchanged { path, mut temp, displaced, read } = exchanged;
+    let displaced = displaced.as_path();
     let back = put_back(path, displaced, temp.id);
     // Whoever opened our file while it was at the path waits on it (Linux); and one whose
     // `open` looked the path up then but is not yet at the lease (a preempted thread) will
@@ -1638,7 +1642,7 @@ mod tests {
         assert!(matches!(pipe, Err(ReadError::NotRegular { kind: "fifo", .. })), "{pipe:?}");
     }
 
-    /// A file whose write lease another program holds (a stamp settling its exchange) is read
+    /// A file whose write lease another program holds (a stamp finishing its exchange) is read
     /// once the lease is let go, not reported as a read failure. (Seen: `WouldBlock (os error
     /// 11)` reading a file a moment after its stamp, 1 run in 5 on a loaded machine.)
     #[test]

@@ -493,10 +493,9 @@ impl GitLines {
         window: Option<&GitWindow>,
         keys: &HashSet<u64>,
     ) -> HashSet<u64> {
-        let mut left = keys.clone();
-        let mut found = HashSet::new();
+        let mut search = Search { left: keys.clone(), found: HashSet::new() };
         for path in paths {
-            if left.is_empty() {
+            if search.left.is_empty() {
                 break;
             }
             let Some((git, rel)) = repo_path(path) else { continue };
@@ -506,7 +505,7 @@ impl GitLines {
                     "{}: a line break in its name; its markers count as git's",
                     path.display()
                 );
-                found.extend(left.drain());
+                search.all_held();
                 break;
             }
             let revs = match git.held_revisions(window) {
@@ -523,17 +522,17 @@ impl GitLines {
             let mut seen = HashSet::new();
             for blob in blobs.into_iter().filter(|b| seen.insert(b.clone())) {
                 if let Some(lines) = self.blob_lines(&git, &blob) {
-                    take_held(&lines, &mut left, &mut found);
+                    search.take_held(&lines);
                 }
-                if left.is_empty() {
-                    return found;
+                if search.left.is_empty() {
+                    return search.found;
                 }
             }
             if window.is_some() {
-                self.search_history(&git, path, &rel, &revs, &seen, &mut left, &mut found);
+                self.search_history(&git, path, &rel, &revs, &seen, &mut search);
             }
         }
-        found
+        search.found
     }
 
     /// The blob `rel` is in `rev`, asked of the repository's check reader (kept by revision:
@@ -658,9 +657,8 @@ impl GitLines {
 
     /// Searches the history of `rel` on every ref and reflog, and the revisions `revs` (those
     /// no ref names: `FETCH_HEAD`, the operation heads, the stash entries of the window), for
-    /// the lines still `left`, each version once (blobs in `seen` were read already). Bounded
-    /// per file: past a bound, what is left counts as git's.
-    #[allow(clippy::too_many_arguments)]
+    /// the lines still left in `search`, each version once (blobs in `seen` were read already).
+    /// Bounded per file: past a bound, what is left counts as git's.
     fn search_history(
         &mut self,
         git: &GitDir,
@@ -668,8 +666,7 @@ impl GitLines {
         rel: &str,
         revs: &[String],
         seen: &HashSet<String>,
-        left: &mut HashSet<u64>,
-        found: &mut HashSet<u64>,
+        search: &mut Search,
     ) {
         let started = Instant::now();
         let fingerprint = {
@@ -690,7 +687,7 @@ impl GitLines {
             Ok(versions) => versions,
             Err(why) => {
                 Problem::GitHistory { path: path.to_path_buf(), why }.log();
-                found.extend(left.drain());
+                search.all_held();
                 return;
             }
         };
@@ -707,8 +704,8 @@ impl GitLines {
                     lines
                 }
             };
-            take_held(&lines, left, &mut *found);
-            if left.is_empty() {
+            search.take_held(&lines);
+            if search.left.is_empty() {
                 return;
             }
             let why = if bytes > HISTORY_BYTES {
@@ -720,22 +717,36 @@ impl GitLines {
             };
             if let Some(why) = why {
                 Problem::GitHistory { path: path.to_path_buf(), why }.log();
-                found.extend(left.drain());
+                search.all_held();
                 return;
             }
         }
     }
 }
 
-/// Moves the keys of `left` that `lines` holds into `found`.
-fn take_held(lines: &HashSet<u64>, left: &mut HashSet<u64>, found: &mut HashSet<u64>) {
-    left.retain(|k| {
-        let held = lines.contains(k);
-        if held {
-            found.insert(*k);
-        }
-        !held
-    });
+/// A search for line keys in git's versions of a file: those still `left`, those `found`.
+struct Search {
+    left: HashSet<u64>,
+    found: HashSet<u64>,
+}
+
+impl Search {
+    /// Moves the keys left that `lines` holds to the found ones.
+    fn take_held(&mut self, lines: &HashSet<u64>) {
+        let found = &mut self.found;
+        self.left.retain(|k| {
+            let held = lines.contains(k);
+            if held {
+                found.insert(*k);
+            }
+            !held
+        });
+    }
+
+    /// Counts every key left as found: the safe answer where git cannot say.
+    fn all_held(&mut self) {
+        self.found.extend(self.left.drain());
+    }
 }
 
 /// Every blob `rel` has had in a commit reachable from a ref, a reflog or `revs`: the versions
