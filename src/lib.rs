@@ -28,6 +28,7 @@ mod id;
 pub mod languages;
 mod lines;
 mod live;
+pub mod log_file;
 pub mod owner;
 mod pairing;
 mod pipeline;

@@ -37,8 +37,8 @@ struct Cli {
     command: Option<Command>,
 }
 
-/// How much goes to stderr.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// How much goes to stderr (in order: `Off` the least).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 enum LogLevel {
     Off,
     Error,
@@ -70,6 +70,10 @@ struct ServeArgs {
     /// writes nothing and keeps it in a ledger in your state directory.
     #[arg(long, value_enum, default_value = "file")]
     tag: TagMode,
+    /// Also write the log (info and up) to this file, rotated at 1 MiB (one `.1` kept).
+    /// Default: `<state dir>/logs/<key of the root>.log`.
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
 }
 
 /// `--help`'s exit status section of the server (with and without `serve`).
@@ -135,6 +139,9 @@ enum Command {
         /// Where an ask's id goes: into the marker (`file`) or only into the ledger (`never`).
         #[arg(long, value_enum, default_value = "file")]
         tag: TagMode,
+        /// Also write the log (info and up) to this file, rotated at 1 MiB (one `.1` kept).
+        #[arg(long, value_name = "PATH")]
+        log_file: Option<PathBuf>,
     },
     /// Tag every untagged marker (`@claude` → `@claude[fw-1a2b3c4d]`) and print the new asks.
     #[command(after_help = "Exit status:
@@ -251,11 +258,18 @@ fn main() -> ExitCode {
         Command::Hook { .. } => LogLevel::Off,
         _ => LogLevel::Warn,
     };
-    init_logging(cli.log_level, default_level);
+    let log_file = match log_file(&command) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("filewatch-mcp: {}", error_chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(cli.log_level, default_level, log_file);
     let result = match command {
         Command::Serve(args) => serve(args),
         Command::Scan { json, verbose, trigger, paths } => scan(json, verbose, &trigger, &paths),
-        Command::Watch { dir, root, debounce, settle, trigger, json, tag } => {
+        Command::Watch { dir, root, debounce, settle, trigger, json, tag, log_file: _ } => {
             watch(dir.as_deref().unwrap_or(&root), debounce, settle, &trigger, json, tag)
         }
         Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
@@ -290,7 +304,7 @@ fn parse_cli() -> Cli {
     let matches = command.get_matches_mut();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some((name, _)) = matches.subcommand() {
-        for flag in ["root", "debounce", "settle", "trigger"] {
+        for flag in ["root", "debounce", "settle", "trigger", "log_file"] {
             if matches.value_source(flag) == Some(clap::parser::ValueSource::CommandLine) {
                 let message = format!("--{flag} goes after the subcommand: `{name} --{flag} …`");
                 command.error(clap::error::ErrorKind::ArgumentConflict, message).exit();
@@ -316,16 +330,64 @@ fn error_chain(e: &anyhow::Error) -> String {
     text
 }
 
-/// Sets up stderr. Asked for — `--log-level` or `RUST_LOG` — it is a log: a time and a level on
-/// each line. By default it is the CLI speaking, in the voice of its other messages
-/// (`filewatch-mcp: …`), and only what a user should read: warnings and errors (and `watch`'s
-/// progress).
-fn init_logging(asked: Option<LogLevel>, default: LogLevel) {
-    let env = tracing_subscriber::EnvFilter::try_from_default_env().ok();
+/// The log file of a `serve` or `watch` run: `--log-file PATH` (an error if it cannot be
+/// opened, or is stdout), else for `serve` its default in the state directory (none if that
+/// cannot be had: the state directory's own troubles are said elsewhere).
+fn log_file(command: &Command) -> anyhow::Result<Option<filewatch_mcp::log_file::LogFile>> {
+    use filewatch_mcp::log_file::LogFile;
+    let (asked, serve) = match command {
+        Command::Serve(args) => (args.log_file.as_deref(), Some(args)),
+        Command::Watch { log_file, .. } => (log_file.as_deref(), None),
+        _ => return Ok(None),
+    };
+    if let Some(path) = asked {
+        let file = LogFile::open(path, false);
+        return file.map(Some).with_context(|| format!("--log-file {}", path.display()));
+    }
+    let Some(args) = serve else { return Ok(None) };
+    let Ok(root) = args.root.canonicalize() else { return Ok(None) };
+    Ok(LogFile::open_default(&root, &args.trigger).ok())
+}
+
+/// Sets up stderr, and the log file if there is one. Asked for — `--log-level` or `RUST_LOG` —
+/// stderr is a log: a time and a level on each line. By default it is the CLI speaking, in the
+/// voice of its other messages (`filewatch-mcp: …`), and only what a user should read:
+/// warnings and errors (and `watch`'s progress). The file gets `info` and up (more if
+/// `--log-level` asks for more), one event a line with the time and the pid.
+fn init_logging(
+    asked: Option<LogLevel>,
+    default: LogLevel,
+    file: Option<filewatch_mcp::log_file::LogFile>,
+) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{fmt, EnvFilter, Layer};
+    let env = EnvFilter::try_from_default_env().ok();
     let log = asked.is_some() || env.is_some();
     let level = asked.unwrap_or(default);
-    // Up to debug, keep the libraries' chatter (every JSON-RPC message, glob sets, watch
-    // removals) to warnings; trace lets it in.
+    let stderr_only = format!("{},{}=off", directives(level), filewatch_mcp::log_file::FILE_ONLY);
+    let filter = env.unwrap_or_else(|| EnvFilter::new(stderr_only));
+    let stderr = fmt::layer().with_writer(io::stderr);
+    let stderr = if log {
+        stderr.with_ansi(io::IsTerminal::is_terminal(&io::stderr())).with_target(false).boxed()
+    } else {
+        stderr.with_ansi(false).event_format(CliVoice).boxed()
+    };
+    // The file is for reading later: info at least, whatever stderr shows.
+    let file = file.map(|file| {
+        let level = asked.map_or(LogLevel::Info, |l| l.max(LogLevel::Info));
+        fmt::layer()
+            .with_writer(file)
+            .with_ansi(false)
+            .event_format(filewatch_mcp::log_file::FileLine)
+            .with_filter(EnvFilter::new(directives(level)))
+    });
+    tracing_subscriber::registry().with(stderr.with_filter(filter)).with(file).init();
+}
+
+/// The filter for `level`: ours at that level; up to debug, the libraries' chatter (every
+/// JSON-RPC message, glob sets, watch removals) kept to warnings; trace lets it in.
+fn directives(level: LogLevel) -> String {
     let ours = match level {
         LogLevel::Off => "off",
         LogLevel::Error => "error",
@@ -339,14 +401,7 @@ fn init_logging(asked: Option<LogLevel>, default: LogLevel) {
         LogLevel::Off | LogLevel::Error => ours,
         _ => "warn",
     };
-    let directives = format!("{libraries},filewatch_mcp={ours}");
-    let filter = env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(directives));
-    let stderr = tracing_subscriber::fmt().with_env_filter(filter).with_writer(io::stderr);
-    if log {
-        stderr.with_ansi(io::IsTerminal::is_terminal(&io::stderr())).with_target(false).init();
-    } else {
-        stderr.with_ansi(false).event_format(CliVoice).init();
-    }
+    format!("{libraries},filewatch_mcp={ours}")
 }
 
 /// A log event as the CLI's other messages read: `filewatch-mcp: MESSAGE`.
@@ -409,6 +464,7 @@ fn watch(
     json: bool,
     tag: TagMode,
 ) -> anyhow::Result<ExitCode> {
+    filewatch_mcp::log_file::started("watch", root);
     let trigger = trigger.to_string();
     let options = LiveOptions { root: root.to_path_buf(), debounce, settle, trigger, tag };
     let runtime = runtime()?;
@@ -512,6 +568,7 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    filewatch_mcp::log_file::started("serve", &args.root);
     let runtime = runtime()?;
     let options = LiveOptions {
         root: args.root,

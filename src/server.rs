@@ -295,7 +295,7 @@ async fn send(lines: &mpsc::Sender<Line>, out: Outgoing) {
     if lines.send(Line { text, written }).await.is_err() {
         tracing::debug!("{what}: not announced, the session is over");
     } else {
-        tracing::debug!("announced {what}");
+        tracing::info!("sent on the channel: {what}");
     }
 }
 
@@ -869,6 +869,7 @@ pub async fn run(options: LiveOptions) -> Result<(), StartError> {
     let announcer = Announcer { queue: ask_tx, hub: hub.clone() };
     let (mut owner, mut live, mut takeover) = match claim {
         Claim::Owner(owner) => {
+            tracing::info!("{} is ours: this server announces its asks", root.display());
             // Asks saved while no session ran are in the files modified since the last one.
             let since = owner.last_watched();
             let live = Live::serve(&options, records.clone(), since, heard_rx, announcer)?;
@@ -878,7 +879,7 @@ pub async fn run(options: LiveOptions) -> Result<(), StartError> {
             (Some(owner), Some(live), None)
         }
         Claim::Standby(standby) => {
-            tracing::debug!("{} is owned by another process; standing by", root.display());
+            tracing::info!("{} is owned by another process; standing by", root.display());
             let notice = standby_notice(&root, &options.trigger, standby.owner.as_ref());
             let _ = notice_tx.try_send(notice);
             let hearing = Hearing { hub: hub.clone(), heard: heard_rx, announcer };
@@ -933,7 +934,11 @@ pub async fn run(options: LiveOptions) -> Result<(), StartError> {
 async fn start_hub(root: &Path, trigger: &str, records: &Asks) -> Option<Arc<Hub>> {
     let state_dir = crate::state::state_dir()?;
     let ancestors = crate::sys::ancestors(8);
-    let hub = Hub::new(root, trigger, records.clone(), channel_asked_for(&ancestors));
+    let channel = channel_asked_for(&ancestors);
+    if channel == ChannelState::Deaf {
+        tracing::info!("Claude Code was started without a channel flag: the hooks carry the asks");
+    }
+    let hub = Hub::new(root, trigger, records.clone(), channel);
     let dir = crate::hear::wire::endpoints_dir(&state_dir);
     match hub.listen(&dir, ancestors).await {
         Ok(_) => Some(hub),
@@ -995,7 +1000,7 @@ async fn take_over(
         }
         Err(_) => return None, // the waiting thread could not start (logged)
     };
-    tracing::debug!("the owner of {} exited; taking over", root.display());
+    tracing::info!("the owner of {} exited; taking over", root.display());
     let Hearing { hub, heard, announcer } = hearing;
     let started = tokio::task::spawn_blocking(move || {
         Live::serve(&options, records, Some(since), heard, announcer)

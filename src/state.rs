@@ -54,6 +54,11 @@ impl Place {
         Place::new(dir, root, DEFAULT_TRIGGER)
     }
 
+    /// The key of the root and trigger: what names their files (`<key>.owner.lock`, …).
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
     /// The state directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir

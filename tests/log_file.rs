@@ -67,7 +67,7 @@ fn log_file_names_where_it_goes_and_never_stdout() {
     let args = ["--log-file", serve_log.to_str().unwrap()];
     let mut server = Server::start_with_args(&root, state.path(), Stdio::inherit(), &args);
     handshake(&mut server);
-    let (path, _) = log_holding(logs.path(), "serve");
+    let (path, _) = log_holding(logs.path(), " serve on ");
     assert_eq!(path, serve_log);
     drop(server);
 
@@ -81,7 +81,7 @@ fn log_file_names_where_it_goes_and_never_stdout() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (path, _) = log_holding(logs.path(), "watch");
+    let (path, _) = log_holding(logs.path(), " watch on ");
     assert_eq!(path, watch_log);
     let _ = watch.kill();
     let _ = watch.wait();

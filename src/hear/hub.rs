@@ -138,7 +138,7 @@ impl Hub {
                 tokio::spawn(serve_hook(hub.clone(), stream));
             }
         });
-        tracing::debug!("hooks find this server at {}", path.display());
+        tracing::info!("hooks find this server at {}", path.display());
         Ok(path)
     }
 
@@ -235,7 +235,7 @@ impl Hub {
         state.offers.retain(|p| !ids.contains(&p.offer.id));
         for id in ids {
             state.in_flight.remove(id);
-            tracing::debug!("{id}: heard ({by})");
+            tracing::info!("{id}: heard ({by})");
         }
         self.asks.hear(ids);
         if let Some(to) = &state.heard_to {
@@ -268,7 +268,7 @@ impl Hub {
             p.sent && found.contains(&p.offer.id) && !state.in_flight.contains(&p.offer.id)
         });
         if by_channel && state.channel != ChannelState::Works {
-            tracing::debug!("the channel carries asks in this session");
+            tracing::info!("the channel carries asks in this session");
             state.channel = ChannelState::Works;
         }
         self.heard(state, &found, "in the transcript");
@@ -288,7 +288,7 @@ impl Hub {
             .iter()
             .any(|p| p.sent && p.due <= now && !state.in_flight.contains(&p.offer.id));
         if overdue_on_channel && state.channel == ChannelState::Unknown {
-            tracing::debug!(
+            tracing::info!(
                 "an ask sent on the channel is not in the transcript: the hooks carry them"
             );
             state.channel = ChannelState::Deaf;

@@ -39,9 +39,9 @@ pub use imp::{
     exchange, exchange_unsupported, file_id, is_busy, is_watch_limit, lease_broken, link_count,
     name_unnamed, open_append, open_read, open_state, os_string_from_bytes, owned_by_me,
     parent_pid, path_file_id, plain_path, private_dir, process_alive, refusal_kind, release_lease,
-    rename_noreplace, same_dir, slash_path, special_kind, take_lease, take_write_lease,
-    unnamed_file_in, watch_caveat, writable, BACKGROUND_HOOKS_BLOCK, SWAP_KEEPS_FILE_IDS,
-    WATCH_MODE,
+    rename_noreplace, same_dir, slash_path, special_kind, stdout_file, take_lease,
+    take_write_lease, unnamed_file_in, watch_caveat, writable, BACKGROUND_HOOKS_BLOCK,
+    SWAP_KEEPS_FILE_IDS, WATCH_MODE,
 };
 
 /// What [`take_lease`] learnt about the other programs that have a file open.

@@ -310,6 +310,12 @@ pub fn os_string_from_bytes(bytes: Vec<u8>) -> Option<std::ffi::OsString> {
     Some(std::ffi::OsString::from_vec(bytes))
 }
 
+/// This process's stdout as a file (to compare with another), if it has one.
+pub fn stdout_file() -> Option<File> {
+    use std::os::fd::AsFd;
+    std::io::stdout().as_fd().try_clone_to_owned().ok().map(File::from)
+}
+
 /// The process that started this one (Claude Code, a shell): what a user recognises.
 pub fn parent_pid() -> Option<u32> {
     Some(std::os::unix::process::parent_id())

@@ -371,6 +371,12 @@ pub fn ancestors(max: usize) -> Vec<u32> {
     chain
 }
 
+/// This process's stdout as a file (to compare with another), if it has one.
+pub fn stdout_file() -> Option<File> {
+    use std::os::windows::io::AsHandle;
+    std::io::stdout().as_handle().try_clone_to_owned().ok().map(File::from)
+}
+
 /// A process's command line: not read on Windows (it lives in the other process's memory).
 pub fn command_line(_pid: u32) -> Option<Vec<String>> {
     None
