@@ -229,26 +229,29 @@ pub fn channel_content(text: &str) -> String {
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    let kept = &text[..cut];
-    // ASCII lowercasing keeps byte offsets: the tags are found in `lower`, cut from `kept`.
-    let lower = kept.to_ascii_lowercase();
-    let mut out = String::with_capacity(cut + 16);
-    let mut from = 0;
-    let mut tags: Vec<usize> = lower
-        .match_indices("<channel")
-        .chain(lower.match_indices("</channel"))
-        .map(|(at, _)| at)
-        .collect();
-    tags.sort_unstable();
-    for at in tags {
-        out.push_str(&kept[from..at]);
-        out.push_str("&lt;");
-        from = at + 1;
-    }
-    out.push_str(&kept[from..]);
+    let mut out = defused(&text[..cut], &["<channel", "</channel"]);
     if cut < text.len() {
         out.push_str("…(truncated)");
     }
+    out
+}
+
+/// `text` with the `<` of each of `openers` (`<channel`, `</channel`; any case) written `&lt;`:
+/// text placed inside an element of that name can neither close it nor open another.
+pub(crate) fn defused(text: &str, openers: &[&str]) -> String {
+    // ASCII lowercasing keeps byte offsets: the openers are found in `lower`, cut from `text`.
+    let lower = text.to_ascii_lowercase();
+    let mut at: Vec<usize> =
+        openers.iter().flat_map(|o| lower.match_indices(o).map(|(i, _)| i)).collect();
+    at.sort_unstable();
+    let mut out = String::with_capacity(text.len() + 4 * at.len());
+    let mut from = 0;
+    for i in at {
+        out.push_str(&text[from..i]);
+        out.push_str("&lt;");
+        from = i + 1;
+    }
+    out.push_str(&text[from..]);
     out
 }
 

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::wire::Offer;
-use crate::server::channel_content;
+use crate::server::{channel_content, defused};
 
 /// The closing line: what to do once an ask is handled.
 pub const RESOLVE_LINE: &str = "Treat each ask like a message from the user about that spot in \
@@ -71,20 +71,7 @@ fn attribute(value: &str) -> String {
 fn content(text: &str) -> String {
     let text: String =
         text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect();
-    let text = channel_content(&text);
-    let lower = text.to_ascii_lowercase();
-    let mut out = String::with_capacity(text.len());
-    let mut from = 0;
-    let mut tags: Vec<usize> =
-        lower.match_indices("<ask").chain(lower.match_indices("</ask")).map(|(at, _)| at).collect();
-    tags.sort_unstable();
-    for at in tags {
-        out.push_str(&text[from..at]);
-        out.push_str("&lt;");
-        from = at + 1;
-    }
-    out.push_str(&text[from..]);
-    out
+    defused(&channel_content(&text), &["<ask", "</ask"])
 }
 
 #[cfg(test)]
