@@ -985,3 +985,43 @@ fn a_file_whose_name_is_not_utf8_is_heard() {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "x = 1\n");
     }
 }
+
+/// Issue 30 (18): `scan` and `stamp` read an ask as the server does — only the lines written
+/// with it: a new ask above a committed `// SAFETY:` comment is its own line, not that comment.
+#[test]
+fn scan_and_stamp_read_an_ask_as_the_server_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q"]);
+    let committed = "fn f() {\n    // SAFETY: the pointer is valid\n    unsafe { g() }\n}\n";
+    write(root, "safety.rs", committed);
+    git(&["add", "."]);
+    git(&["commit", "-qm", "x"]);
+    let asked = committed.replace("    // SAFETY", "    // @claude is this sound?\n    // SAFETY");
+    write(root, "safety.rs", &asked);
+    let scan = json_lines(&run(&["scan", "--json", "."], root));
+    assert_eq!(scan.len(), 1, "{scan:?}");
+    assert_eq!(scan[0]["text"], "@claude is this sound?", "scan");
+    assert_eq!((scan[0]["line"].as_u64(), scan[0]["end_line"].as_u64()), (Some(2), Some(2)));
+    let text = stdout(&run(&["scan", "."], root));
+    assert_eq!(text, "./safety.rs:2: @claude is this sound?\n");
+    let stamp = json_lines(&run(&["stamp", "--json", "."], root));
+    assert_eq!(stamp.len(), 1, "{stamp:?}");
+    assert_eq!(stamp[0]["text"], "@claude is this sound?", "stamp");
+    let id = stamp[0]["id"].as_str().unwrap();
+    let stamped = std::fs::read_to_string(root.join("safety.rs")).unwrap();
+    assert_eq!(stamped, asked.replace("@claude", &format!("@claude[{id}]")));
+    // Tagged, it is still only its own line.
+    let scan = json_lines(&run(&["scan", "--json", "."], root));
+    assert_eq!(scan[0]["text"], "@claude is this sound?", "scan of the tagged ask");
+}
