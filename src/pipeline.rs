@@ -3,7 +3,6 @@
 //! [`crate::live`].
 
 use std::cell::LazyCell;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,7 @@ use crate::fsio::{self, ReadError, WriteError};
 use crate::git;
 use crate::id::{uuid_random, MarkerId};
 use crate::languages::{Language, LanguageTable};
-use crate::lines::{line_around, HeldLines};
+use crate::lines::HeldLines;
 use crate::pairing::{self, InFile};
 use crate::scan::{Marker, NearMiss, Scanner};
 use crate::stamp::{self, ResolveError};
@@ -141,6 +140,7 @@ pub fn scan_paths(scanner: &Scanner, paths: &[PathBuf], threads: usize) -> ScanR
     }
     report.files.sort_by(|a, b| a.path.cmp(&b.path));
     report.errors.sort_by(|a, b| a.path().cmp(b.path()));
+    read_as_the_server_does(scanner, &mut report.files);
     report
 }
 
@@ -214,18 +214,19 @@ pub fn stamp_file(
     dry_run: bool,
     attempts: usize,
 ) -> Result<Vec<Marker>, EditError> {
+    let committed = Committed::new(|| git::head_lines_of(path));
     edit_file(path, attempts, |bytes| {
         let Some(lang) = scanner.table().detect(path, bytes) else {
             return Edit::Keep(Vec::new());
         };
         let markers = scanner.scan(lang, bytes);
         let stamps = stamp::plan(bytes, &markers, uuid_random);
-        let untagged = markers.into_iter().filter(|m| !m.is_tagged());
+        let untagged = markers.iter().filter(|m| !m.is_tagged());
         let asks: Vec<Marker> = untagged
             .zip(&stamps)
-            .map(|(mut m, s)| {
-                m.tag = Some(s.id);
-                m
+            .map(|(m, s)| Marker {
+                tag: Some(s.id),
+                ..without_committed_lines(lang, bytes, m, &committed)
             })
             .collect();
         if stamps.is_empty() || dry_run {
@@ -269,28 +270,32 @@ pub fn resolve_file(
 /// paragraph is to be cut.
 type Committed<F> = LazyCell<HeldLines, F>;
 
-/// The marker as a resolve may remove it: never a continuation line that is in the file's
-/// `HEAD` (a licence header the ask was written above; a committed line that moved up when the
-/// user deleted one of the ask's lines) — whatever a record says, on every path that resolves.
-/// A paragraph whose own first line (without our tag) is in `HEAD` was committed as an ask,
-/// and is removed as it stands.
+/// The marker as every one-shot path reads it (`scan`, `stamp`, `list_asks`, a resolve): only
+/// the lines written with it ([`stamp::written_with`]), never a continuation line that is in
+/// the file's `HEAD` (a licence header the ask was written above; a committed line that moved
+/// up when the user deleted one of the ask's lines) — whatever a record says.
 fn without_committed_lines(
     lang: &Language,
     src: &[u8],
     m: &Marker,
     committed: &Committed<impl FnOnce() -> HeldLines>,
 ) -> Marker {
-    if !stamp::is_paragraph(lang, src, m) {
-        return m.clone();
+    stamp::written_with(lang, src, m, |line| committed.contains(line))
+}
+
+/// The markers of `files` as the server reads them ([`without_committed_lines`]): a file with
+/// a paragraph marker is read (and scanned) again and its lines at `HEAD` asked of git (its
+/// readers started once per repository, for the whole scan); the others are as scanned.
+fn read_as_the_server_does(scanner: &Scanner, files: &mut [FileMarkers]) {
+    let mut git = git::GitLines::new();
+    for f in files.iter_mut().filter(|f| f.markers.iter().any(|m| m.end_line > m.line)) {
+        let Ok(source) = fsio::read_source(&f.path) else { continue };
+        let Some(lang) = scanner.table().detect(&f.path, &source.bytes) else { continue };
+        let committed = Committed::new(|| HeldLines::new(git.head_lines(&[f.path.as_path()])));
+        let bytes = &source.bytes;
+        let markers = scanner.scan(lang, bytes).into_iter();
+        f.markers = markers.map(|m| without_committed_lines(lang, bytes, &m, &committed)).collect();
     }
-    let Range { start: line_start, end: line_end } = line_around(src, m.insert_at..m.insert_at);
-    let tag_len = m.tag.map_or(0, |id| id.tag().len());
-    let mut first = src[line_start..m.insert_at].to_vec();
-    first.extend_from_slice(&src[(m.insert_at + tag_len).min(line_end)..line_end]);
-    if committed.contains(&first) {
-        return m.clone();
-    }
-    stamp::cut_before_old_lines(lang, src, m, |line| committed.contains(line))
 }
 
 /// What an edit of a file's bytes decided.

@@ -116,11 +116,13 @@ pub fn first_lines(lang: &Language, src: &[u8], m: &Marker, lines: usize) -> Mar
     }
 }
 
-/// A paragraph marker cut before its first continuation line that `was_there` (given the line
-/// without its ending) says the file held already — a licence header, a `// SAFETY:` note, a
-/// doc comment the ask was written above: only the lines written with the ask are the ask.
-/// Any other marker as it is.
-pub fn cut_before_old_lines(
+/// The lines of ask `m` written with it — the one rule by which `scan`, `stamp`, the server
+/// and every resolve read an ask: a paragraph of line comments ends before its first
+/// continuation line that `was_there` (given the line without its ending) says the file held
+/// already — a licence header, a `// SAFETY:` note, a doc comment the ask was written above.
+/// A paragraph whose own first line (without its tag) was there was there as an ask (a
+/// committed one), and is kept whole; any other marker is as it is.
+pub fn written_with(
     lang: &Language,
     src: &[u8],
     m: &Marker,
@@ -130,8 +132,16 @@ pub fn cut_before_old_lines(
         return m.clone();
     }
     let start = line_start(src, m.comment.start);
+    let first_end =
+        memchr::memchr(b'\n', &src[m.insert_at..]).map_or(src.len(), |i| m.insert_at + i);
+    let tag_len = m.tag.map_or(0, |id| id.tag().len());
+    let mut first = src[start..m.insert_at].to_vec();
+    first.extend_from_slice(&src[(m.insert_at + tag_len).min(first_end)..first_end]);
+    if was_there(first.strip_suffix(b"\r").unwrap_or(&first)) {
+        return m.clone();
+    }
     let lines = src[start..m.comment.end].split(|&b| b == b'\n');
-    let new = lines.skip(1).take_while(|l| !was_there(l)).count();
+    let new = lines.skip(1).take_while(|l| !was_there(l.strip_suffix(b"\r").unwrap_or(l))).count();
     first_lines(lang, src, m, new + 1)
 }
 

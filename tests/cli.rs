@@ -1014,7 +1014,7 @@ fn scan_and_stamp_read_an_ask_as_the_server_does() {
     assert_eq!(scan[0]["text"], "@claude is this sound?", "scan");
     assert_eq!((scan[0]["line"].as_u64(), scan[0]["end_line"].as_u64()), (Some(2), Some(2)));
     let text = stdout(&run(&["scan", "."], root));
-    assert_eq!(text, "./safety.rs:2: @claude is this sound?\n");
+    assert_eq!(text, "./safety.rs:2: @claude is this sound?  (in f 1-5)\n");
     let stamp = json_lines(&run(&["stamp", "--json", "."], root));
     assert_eq!(stamp.len(), 1, "{stamp:?}");
     assert_eq!(stamp[0]["text"], "@claude is this sound?", "stamp");

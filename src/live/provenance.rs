@@ -189,10 +189,9 @@ impl Renames {
     }
 }
 
-/// A paragraph ask ends before the first of its continuation lines that the file already held
-/// (a `// SAFETY:` note, a licence header, a doc comment the ask was written above): only the
-/// lines written with the ask are the ask. A paragraph whose first line is old too was there
-/// before (a dormant ask) and is kept whole.
+/// Each ask cut to the lines written with it ([`stamp::written_with`]: the rule `scan` and
+/// `stamp` read an ask by too), where `old` (the file at `HEAD`, and as we last saw it) says
+/// which lines the file held already.
 fn cut_to_new_lines(
     lang: &Language,
     src: &[u8],
@@ -202,10 +201,10 @@ fn cut_to_new_lines(
     fresh
         .into_iter()
         .map(|m| {
-            if old.is_empty() || old.contains(&line_of(src, &m)) {
+            if old.is_empty() {
                 return m;
             }
-            stamp::cut_before_old_lines(lang, src, &m, |l| old.contains(l))
+            stamp::written_with(lang, src, &m, |l| old.contains(l))
         })
         .collect()
 }
