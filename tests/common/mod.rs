@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 
 pub mod claude;
+#[cfg(unix)] // shell-script wrappers, tmux, /proc
+pub mod hearing;
 pub mod mcp;
 pub mod tmux;
 
