@@ -377,3 +377,69 @@ fn session(hooks: Vec<Hook>, length: Duration) {
     assert_eq!(texts, want, "the user's asks, each once");
     assert!(claude.calls >= typed.len(), "Claude handled the asks: {} tool calls", claude.calls);
 }
+
+/// The channel notes of `s` until `deadline`: each ask it announced (`meta.file`, the text).
+fn announced_until(s: &mut common::mcp::Server, deadline: Instant) -> Vec<(String, String)> {
+    let mut asks = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Ok(line) = s.lines.recv_timeout(left) else { break };
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "notifications/claude/channel" {
+            let file = v["params"]["meta"]["file"].as_str().unwrap_or_default().to_string();
+            asks.push((file, v["params"]["content"].as_str().unwrap_or_default().to_string()));
+        } else {
+            s.notes.push(v);
+        }
+    }
+    asks
+}
+
+/// Issue 30 (4): only a line Claude's tool really wrote is Claude's. Claude proposes an `Edit`
+/// that adds `# @claude explain f` above `f`; the user denies it (the `PreToolUse` hook ran, the
+/// file is unchanged, no `PostToolUse`), and then types that very line there and saves: it is
+/// the user's ask. A line Claude's `Edit` really wrote (`PreToolUse`, the write, `PostToolUse`)
+/// is not announced, and `list_asks` says why (`not_announced`). Through the real hook command.
+#[test]
+fn a_denied_edit_leaves_the_users_identical_line_an_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugin");
+    let p = root.join("a.py");
+    let original = "def f():\n    pass\n\n\ndef g():\n    pass\n";
+    std::fs::write(&p, original).unwrap();
+    let mut s = common::mcp::Server::start_in(&root, state.path(), Stdio::inherit());
+    common::mcp::handshake(&mut s);
+    let mut claude = ClaudeCode {
+        project: root.clone(),
+        plugin: plugin.clone(),
+        hooks: plugin_hooks(&plugin),
+        state: state.path().to_path_buf(),
+        session_id: "5d1c7f0e-2a9b-4c3d-8e1f-0a1b2c3d4e5f".to_string(),
+        calls: 0,
+    };
+    // Denied: PreToolUse only.
+    let proposed = json!({"file_path": p, "old_string": "def f():",
+                          "new_string": "# @claude explain f\ndef f():"});
+    claude.call("Edit", proposed, || None);
+    // A real write of Claude's, above g.
+    claude.edit(&p, original, "def g():", "# @claude did g work?\ndef g():");
+    let claudes = std::fs::read_to_string(&p).unwrap();
+    assert!(claudes.contains("# @claude did g work?"));
+    // The user types the line Claude proposed, where it proposed it.
+    std::fs::write(&p, claudes.replacen("def f():", "# @claude explain f\ndef f():", 1)).unwrap();
+    let asks = announced_until(&mut s, Instant::now() + Duration::from_secs(8));
+    assert_eq!(
+        asks,
+        [("a.py".to_string(), "@claude explain f".to_string())],
+        "the user's line after a denied Edit"
+    );
+    let listed = s.call(90, "list_asks", json!({}));
+    let listed: Value =
+        serde_json::from_str(listed["content"][0]["text"].as_str().unwrap()).unwrap();
+    let quiet = listed["unannounced"].as_array().unwrap();
+    assert_eq!(quiet.len(), 1, "{listed:#}");
+    assert_eq!(quiet[0]["text"], "@claude did g work?");
+    let why = quiet[0]["not_announced"].as_str().unwrap_or_default();
+    assert!(why.contains("Claude"), "no reason for Claude's marker: {:#}", quiet[0]);
+}
