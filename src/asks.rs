@@ -8,6 +8,7 @@
 mod ledger;
 mod spare;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -87,12 +88,24 @@ pub struct Asks {
 struct Inner {
     records: Vec<AskRecord>,
     ledger: Option<Ledger>,
+    /// Untagged markers this run found not typed by the user, by file and place: why they
+    /// were not announced (for `list_asks`).
+    quiet: HashMap<(String, u64), String>,
 }
+
+/// How many markers found not typed [`Asks::not_announced`] keeps the reason of.
+const QUIET_KEPT: usize = 65_536;
 
 impl Asks {
     /// Asks remembered for this run only.
     pub fn in_memory() -> Asks {
-        Asks { inner: Arc::new(Mutex::new(Inner { records: Vec::new(), ledger: None })) }
+        Asks {
+            inner: Arc::new(Mutex::new(Inner {
+                records: Vec::new(),
+                ledger: None,
+                quiet: HashMap::new(),
+            })),
+        }
     }
 
     /// The asks of `root` (canonical) for `trigger`, in their ledger in the user's state
@@ -127,7 +140,13 @@ impl Asks {
     ) -> Result<Asks, StartError> {
         let place = Place::new(state_dir, root, trigger);
         let (ledger, records) = Ledger::open(&place, root, trigger)?;
-        Ok(Asks { inner: Arc::new(Mutex::new(Inner { records, ledger: Some(ledger) })) })
+        Ok(Asks {
+            inner: Arc::new(Mutex::new(Inner {
+                records,
+                ledger: Some(ledger),
+                quiet: HashMap::new(),
+            })),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -139,7 +158,7 @@ impl Asks {
     /// other's asks.
     pub fn update<T>(&self, f: impl FnOnce(&mut Vec<AskRecord>) -> T) -> T {
         let mut inner = self.lock();
-        let Inner { records, ledger } = &mut *inner;
+        let Inner { records, ledger, .. } = &mut *inner;
         let Some(ledger) = ledger else {
             let out = f(records);
             prune(records, now());
@@ -156,7 +175,7 @@ impl Asks {
     /// without looking for changes to append (a pass over every record), for what only reads.
     pub fn view<T>(&self, f: impl FnOnce(&[AskRecord]) -> T) -> T {
         let mut inner = self.lock();
-        let Inner { records, ledger } = &mut *inner;
+        let Inner { records, ledger, .. } = &mut *inner;
         if let Some(ledger) = ledger {
             ledger.refresh(records);
         }
@@ -188,6 +207,28 @@ impl Asks {
                 r.heard = Some(now());
             }
         });
+    }
+
+    /// The untagged marker of `file` at `place` ([`crate::lines::place_keys`]) was found not
+    /// typed by the user, for the reason `why`: it is not announced.
+    pub fn not_announced(&self, file: &str, place: [u64; 2], why: &str) {
+        let mut inner = self.lock();
+        if inner.quiet.len() >= QUIET_KEPT {
+            inner.quiet.clear();
+        }
+        inner.quiet.extend(place.map(|k| ((file.to_string(), k), why.to_string())));
+    }
+
+    /// Why the untagged marker of `file` at `place` was not announced, if it was found not
+    /// typed by the user.
+    pub fn why_not_announced(&self, file: &str, place: [u64; 2]) -> Option<String> {
+        let inner = self.lock();
+        place.iter().find_map(|&k| inner.quiet.get(&(file.to_string(), k)).cloned())
+    }
+
+    /// True if some marker of `file` was found not typed by the user.
+    pub fn has_quiet(&self, file: &str) -> bool {
+        self.lock().quiet.keys().any(|(f, _)| f == file)
     }
 
     /// Marks the ask resolved now.

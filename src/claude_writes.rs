@@ -4,15 +4,17 @@
 //! Claude Code runs `filewatch-mcp hook` around each `Write`, `Edit`, `MultiEdit` and
 //! `NotebookEdit` call (the plugin's `hooks/hooks.json`, or the user's `.claude/settings.json`):
 //! `PreToolUse` before the write, `PostToolUse` after it, the call as JSON on stdin. The hook
-//! ([`record_hook`]) works out the lines the call adds to the file — `PreToolUse` from the
-//! tool's input and the file as it is, `PostToolUse` from the diff Claude Code reports — and
-//! appends their keys ([`crate::lines::line_key`]) to a small record in the user's state directory:
-//! `claude-writes/<hash of the file's canonical path>.<day>`. The live pipeline reads the
-//! record of a file whose save holds an untagged marker ([`ClaudeWrites::lines`]): a marker on
-//! a line Claude added is not the user's. No socket and no lock: the record is written before
-//! the write happens, whichever server owns the root (or none yet), and a hook never waits on
-//! anything. A line stays Claude's for [`DAYS`] days; a marker seen as Claude's stays quiet
-//! for the rest of the run.
+//! ([`record_hook`]) works out the lines the call adds to the file, each at its place
+//! ([`crate::lines::place_keys`]), and appends them to a small record in the user's state
+//! directory: `claude-writes/<hash of the file's canonical path>.<day>`. `PreToolUse` (from the
+//! tool's input and the file as it is) only says what the tool *proposes*: the user may deny
+//! it. `PostToolUse` (the file as the tool left it, the diff Claude Code reports) says what it
+//! wrote. The live pipeline reads the record of a file whose save holds an untagged marker
+//! ([`ClaudeWrites::written`]): a marker at a place Claude's tool wrote is not the user's; one
+//! at a place only proposed waits a moment for its `PostToolUse` (the write comes before it),
+//! and without one is the user's. No socket and no lock: the record is written whichever
+//! server owns the root (or none yet), and a hook never waits on anything. A place stays
+//! Claude's for [`DAYS`] days; a marker seen as Claude's stays quiet for the rest of the run.
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -21,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::asks;
-use crate::lines::line_key;
+use crate::lines::{line_around, line_key, place_keys};
 use crate::state::{self, Place};
 
 /// How many days a line Claude wrote counts as Claude's (one record file per day).
@@ -75,12 +77,85 @@ pub fn record_call(call: &Value) -> Result<(), HookError> {
         return Ok(());
     }
     let Some(path) = target(call) else { return Ok(()) };
-    let added = added_lines(call, &path);
-    if added.is_empty() {
-        return Ok(());
-    }
+    let Some(entry) = entry(call, &path) else { return Ok(()) };
     let dir = state::state_dir().ok_or(HookError::NoStateDir)?.join(DIR);
-    Records { dir }.append(&path, &added)
+    Records { dir }.append(&path, &entry)
+}
+
+/// One call's line of a record: `pre ID KEY…` (the places a `PreToolUse` proposes to write)
+/// or `post ID KEY…` (those its `PostToolUse` says were written), ID the call's `tool_use_id`;
+/// `None` if the call adds no line.
+fn entry(call: &Value, path: &Path) -> Option<String> {
+    let kind = match call["hook_event_name"].as_str() {
+        Some("PreToolUse") => "pre",
+        Some("PostToolUse") => "post",
+        _ => return None,
+    };
+    let places = added_places(call, path);
+    if places.is_empty() {
+        return None;
+    }
+    let id = call["tool_use_id"].as_str().filter(|id| is_word(id)).unwrap_or("-");
+    let keys: String = places.iter().map(|k| format!(" {k:016x}")).collect();
+    Some(format!("{kind} {id}{keys}\n"))
+}
+
+/// True for a non-empty word of letters, digits, `_` and `-` (what a `tool_use_id` is).
+fn is_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+}
+
+/// The places ([`place_keys`]) of the lines the call adds to the file: in the file as the tool
+/// will leave it (`PreToolUse`), or as it left it (`PostToolUse`: the file read now).
+fn added_places(call: &Value, path: &Path) -> HashSet<u64> {
+    let added = added_lines(call, path);
+    if added.is_empty() {
+        return HashSet::new();
+    }
+    let text = match call["hook_event_name"].as_str() {
+        Some("PreToolUse") => proposed_text(call, path),
+        _ => read_text(path),
+    };
+    let Some(text) = text else { return HashSet::new() };
+    let src = text.as_bytes();
+    let mut places = HashSet::new();
+    let mut start = 0;
+    while start <= src.len() {
+        let line = line_around(src, start..start);
+        if added.contains(&line_key(&src[line.clone()])) {
+            places.extend(place_keys(src, line.clone()));
+        }
+        start = line.end + 1;
+    }
+    places
+}
+
+/// The file at `path` as text, if it is a regular file (not following a symlink, not waiting
+/// on a FIFO: the path is canonical already).
+fn read_text(path: &Path) -> Option<String> {
+    let f = crate::sys::open_read(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = Vec::new();
+    f.take(MAX_INPUT).read_to_end(&mut text).ok()?;
+    Some(String::from_utf8_lossy(&text).into_owned())
+}
+
+/// The file as a `PreToolUse`'s tool will leave it, if its input tells: a `Write`'s content,
+/// the file now after an `Edit`'s or `MultiEdit`'s edits.
+fn proposed_text(call: &Value, path: &Path) -> Option<String> {
+    let input = &call["tool_input"];
+    let now = read_text(path);
+    let edits = match call["tool_name"].as_str() {
+        Some("Write") => return input["content"].as_str().map(str::to_string),
+        Some("Edit") => vec![input.clone()],
+        Some("MultiEdit") => input["edits"].as_array().cloned().unwrap_or_default(),
+        _ => return None,
+    };
+    apply_edits(now.as_deref().unwrap_or(""), &edits, &mut Vec::new())
 }
 
 /// The file the call writes, absolute and canonical (as the watcher names it), made from the
@@ -115,15 +190,7 @@ fn added_lines(call: &Value, path: &Path) -> HashSet<u64> {
     let mut lines: Vec<String> = Vec::new();
     match call["hook_event_name"].as_str() {
         Some("PreToolUse") => {
-            // Not following a symlink, not waiting on a FIFO: the path is canonical already.
-            let now = crate::sys::open_read(path).ok().and_then(|f| {
-                if !f.metadata().ok()?.is_file() {
-                    return None;
-                }
-                let mut text = Vec::new();
-                f.take(MAX_INPUT).read_to_end(&mut text).ok()?;
-                Some(String::from_utf8_lossy(&text).into_owned())
-            });
+            let now = read_text(path);
             let before: HashSet<u64> = now.iter().flat_map(|t| t.lines()).map(key).collect();
             let after = match call["tool_name"].as_str() {
                 Some("Write") => text_of(&input["content"]),
@@ -221,10 +288,10 @@ impl Records {
         Place::of_root(&self.dir, path).file(&day.to_string())
     }
 
-    /// Appends the keys `added` to today's record of `path`, in one write (records appended
-    /// by two hooks at once do not interleave). The first record of a day sweeps out the
-    /// records of days past.
-    fn append(&self, path: &Path, added: &HashSet<u64>) -> Result<(), HookError> {
+    /// Appends `entry` (one line: see [`entry`]) to today's record of `path`, in one write
+    /// (records appended by two hooks at once do not interleave). The first record of a day
+    /// sweeps out the records of days past.
+    fn append(&self, path: &Path, entry: &str) -> Result<(), HookError> {
         let error = |path: &Path| {
             let path = path.to_path_buf();
             move |source| HookError::Record { path, source }
@@ -243,8 +310,7 @@ impl Records {
             tracing::debug!("{}: full for today", record.display());
             return Ok(());
         }
-        let text: String = added.iter().map(|k| format!("{k:016x}\n")).collect();
-        file.write_all(text.as_bytes()).map_err(error(&record))?;
+        file.write_all(entry.as_bytes()).map_err(error(&record))?;
         if new {
             self.sweep();
         }
@@ -263,10 +329,12 @@ impl Records {
         }
     }
 
-    /// The keys of every line recorded for `path` in the last [`DAYS`] days. Only regular files
-    /// are read (a FIFO or a symlink planted there is not), and at most [`MAX_RECORD`] of each.
-    fn lines(&self, path: &Path) -> HashSet<u64> {
-        let mut keys = HashSet::new();
+    /// The places recorded for `path` in the last [`DAYS`] days: written, and only proposed
+    /// (a `PreToolUse` whose `PostToolUse` has not come, or never will). Only regular files
+    /// are read (a FIFO or a symlink planted there is not), at most [`MAX_RECORD`] of each.
+    fn written(&self, path: &Path) -> Written {
+        let mut proposals: Vec<(String, Vec<u64>)> = Vec::new();
+        let (mut written, mut done) = (HashSet::new(), HashSet::new());
         let today = today();
         for day in today.saturating_sub(DAYS - 1)..=today {
             let Ok(file) = state::open_existing(&self.file(path, day)) else { continue };
@@ -275,13 +343,42 @@ impl Records {
                 continue;
             }
             // A line being appended right now may be cut short: only whole lines count.
-            for line in text.split(|&b| b == b'\n').filter(|l| l.len() == 16) {
-                let parsed =
-                    std::str::from_utf8(line).ok().and_then(|l| u64::from_str_radix(l, 16).ok());
-                keys.extend(parsed);
+            let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            for line in String::from_utf8_lossy(&text[..whole]).lines() {
+                let mut words = line.split(' ');
+                let (Some(kind), Some(id)) = (words.next(), words.next()) else { continue };
+                let keys = words.filter_map(|w| u64::from_str_radix(w, 16).ok()).collect();
+                match kind {
+                    "post" => {
+                        written.extend(keys);
+                        done.insert(id.to_string());
+                    }
+                    "pre" => proposals.push((id.to_string(), keys)),
+                    _ => {} // an older record's bare line key: no place, no longer enough
+                }
             }
         }
-        keys
+        let open = proposals.into_iter().filter(|(id, _)| id == "-" || !done.contains(id));
+        Written { proposed: open.flat_map(|(_, keys)| keys).collect(), written }
+    }
+}
+
+/// The places ([`place_keys`]) of the lines Claude's file tools added to a file.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Written: a `PostToolUse` reported them.
+    pub written: HashSet<u64>,
+    /// Only proposed: a `PreToolUse` whose `PostToolUse` has not come (the write happens
+    /// between the two), or never will (the user denied it, the tool failed).
+    pub proposed: HashSet<u64>,
+}
+
+impl Written {
+    /// Adds what `other` holds (the records of a path the file was renamed from).
+    pub fn and(mut self, other: Written) -> Written {
+        self.written.extend(other.written);
+        self.proposed.extend(other.proposed);
+        self
     }
 }
 
@@ -302,17 +399,18 @@ impl ClaudeWrites {
         ClaudeWrites { records: Some(Records { dir: dir.join(DIR) }) }
     }
 
-    /// Records `lines` as written by Claude into `path` (for tests: what the hook does).
+    /// Records the places `keys` as written by Claude into `path` by its call `id` (`post`) or
+    /// proposed (`pre`): for tests, what the hook does.
     #[cfg(test)]
-    pub(crate) fn record(&self, path: &Path, lines: &[&str]) {
-        let keys = lines.iter().map(|l| key(l)).collect();
-        self.records.as_ref().unwrap().append(path, &keys).unwrap();
+    pub(crate) fn record(&self, path: &Path, kind: &str, id: &str, keys: &[u64]) {
+        let keys: String = keys.iter().map(|k| format!(" {k:016x}")).collect();
+        self.records.as_ref().unwrap().append(path, &format!("{kind} {id}{keys}\n")).unwrap();
     }
 
-    /// The keys ([`line_key`]) of the lines Claude's file tools added to `path` (canonical) in
-    /// the last [`DAYS`] days.
-    pub fn lines(&self, path: &Path) -> HashSet<u64> {
-        self.records.as_ref().map(|r| r.lines(path)).unwrap_or_default()
+    /// The places Claude's file tools wrote into `path` (canonical), or proposed to, in the
+    /// last [`DAYS`] days.
+    pub fn written(&self, path: &Path) -> Written {
+        self.records.as_ref().map(|r| r.written(path)).unwrap_or_default()
     }
 }
 
@@ -327,77 +425,108 @@ mod tests {
 
     fn hook(dir: &Path, call: &Value) {
         let path = target(call).unwrap();
-        let added = added_lines(call, &path);
-        if !added.is_empty() {
-            records(dir).append(&path, &added).unwrap();
+        if let Some(entry) = entry(call, &path) {
+            records(dir).append(&path, &entry).unwrap();
         }
     }
 
-    fn keys(lines: &[&str]) -> HashSet<u64> {
-        lines.iter().map(|l| key(l)).collect()
+    /// The places of the lines of `text` that are one of `lines`.
+    fn places(text: &str, lines: &[&str]) -> HashSet<u64> {
+        let src = text.as_bytes();
+        let mut places = HashSet::new();
+        let mut start = 0;
+        for line in text.split('\n') {
+            if lines.contains(&line) {
+                places.extend(place_keys(src, start..start + line.len()));
+            }
+            start += line.len() + 1;
+        }
+        places
     }
 
-    /// `PreToolUse` of a Write and of an Edit records the lines the call adds, not those the
-    /// file holds already (a user's ask saved a moment before the call stays the user's).
+    fn pre(root: &Path, tool: &str, id: &str, input: Value) -> Value {
+        json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input,
+               "cwd": root, "session_id": "s", "transcript_path": "", "tool_use_id": id})
+    }
+
+    /// `PreToolUse` of a Write and of an Edit records, as proposed, the places of the lines the
+    /// call adds in the file as it will be, not those the file holds already (a user's ask
+    /// saved a moment before the call stays the user's); nothing as written.
     #[test]
-    fn pre_records_the_lines_a_call_adds() {
+    fn pre_records_the_places_a_call_proposes() {
         let state = tempfile::tempdir().unwrap();
         let root = tempfile::tempdir().unwrap();
         let p = root.path().canonicalize().unwrap().join("a.py");
         std::fs::write(&p, "x = 1\n# @claude the user's\n").unwrap();
-        let pre = |tool: &str, input: Value| {
-            json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input,
-                   "cwd": root.path(), "session_id": "s", "transcript_path": "", "tool_use_id": "t"})
-        };
+        let written = "x = 1\n# @claude the user's\n# @claude copied\n";
         hook(
             state.path(),
-            &pre(
-                "Write",
-                json!({"file_path": p, "content": "x = 1\n# @claude the user's\n# @claude copied\n"}),
-            ),
+            &pre(root.path(), "Write", "t1", json!({"file_path": p, "content": written})),
         );
         let edit =
             json!({"file_path": p, "old_string": "x = 1", "new_string": "x = 2  # @claude inline"});
-        hook(state.path(), &pre("Edit", edit));
-        let got = records(state.path()).lines(&p);
-        assert_eq!(got, keys(&["# @claude copied", "x = 2  # @claude inline"]));
+        hook(state.path(), &pre(root.path(), "Edit", "t2", edit));
+        let got = records(state.path()).written(&p);
+        assert!(got.written.is_empty());
+        let mut want = places(written, &["# @claude copied"]);
+        want.extend(places(
+            "x = 2  # @claude inline\n# @claude the user's\n",
+            &["x = 2  # @claude inline"],
+        ));
+        assert_eq!(got.proposed, want);
         // A new file in a directory not made yet, named by a relative path.
         let q = root.path().canonicalize().unwrap().join("new/dir/t.py");
-        hook(
-            state.path(),
-            &pre("Write", json!({"file_path": "new/dir/t.py", "content": "# @claude t\n"})),
+        let input = json!({"file_path": "new/dir/t.py", "content": "# @claude t\n"});
+        hook(state.path(), &pre(root.path(), "Write", "t3", input));
+        assert_eq!(
+            records(state.path()).written(&q).proposed,
+            places("# @claude t\n", &["# @claude t"])
         );
-        assert_eq!(records(state.path()).lines(&q), keys(&["# @claude t"]));
     }
 
-    /// `PostToolUse` records the `+` lines of the diff Claude Code reports (and a new file's
-    /// whole text when there is no diff).
+    /// `PostToolUse` records as written the places of the `+` lines of the diff Claude Code
+    /// reports (and of a new file's whole text when there is no diff), in the file as the
+    /// tool left it; its `PreToolUse` is no longer only proposed.
     #[test]
-    fn post_records_the_diffs_added_lines() {
+    fn post_records_the_places_written() {
         let state = tempfile::tempdir().unwrap();
         let root = tempfile::tempdir().unwrap();
         let p = root.path().canonicalize().unwrap().join("b.py");
-        std::fs::write(&p, "").unwrap();
+        let edited = "keep\n# @claude new\n";
+        std::fs::write(&p, "keep\n# @claude old\n").unwrap();
+        let input =
+            json!({"file_path": p, "old_string": "# @claude old", "new_string": "# @claude new"});
+        hook(state.path(), &pre(root.path(), "Edit", "t1", input.clone()));
+        assert_eq!(records(state.path()).written(&p).proposed, places(edited, &["# @claude new"]));
+        std::fs::write(&p, edited).unwrap();
         let post = json!({
             "hook_event_name": "PostToolUse", "tool_name": "Edit", "cwd": root.path(),
-            "tool_input": {"file_path": p, "old_string": "a", "new_string": "b"},
+            "tool_use_id": "t1", "tool_input": input,
             "tool_response": {"filePath": p, "structuredPatch": [
-                {"oldStart": 1, "oldLines": 1, "newStart": 1, "newLines": 2,
+                {"oldStart": 1, "oldLines": 2, "newStart": 1, "newLines": 2,
                  "lines": [" keep", "-# @claude old", "+# @claude new", "+"]}]},
         });
         hook(state.path(), &post);
+        let got = records(state.path()).written(&p);
+        assert_eq!(got.written, places(edited, &["# @claude new"]));
+        assert!(got.proposed.is_empty(), "still proposed after its PostToolUse");
+        let whole = "# @claude whole\n";
+        std::fs::write(&p, whole).unwrap();
         let write = json!({
             "hook_event_name": "PostToolUse", "tool_name": "Write", "cwd": root.path(),
-            "tool_input": {"file_path": p, "content": "z"},
-            "tool_response": {"type": "create", "filePath": p, "content": "# @claude whole\n",
+            "tool_use_id": "t2", "tool_input": {"file_path": p, "content": whole},
+            "tool_response": {"type": "create", "filePath": p, "content": whole,
                               "structuredPatch": [], "originalFile": null},
         });
         hook(state.path(), &write);
-        assert_eq!(records(state.path()).lines(&p), keys(&["# @claude new", "# @claude whole"]));
+        let mut want = places(edited, &["# @claude new"]);
+        want.extend(places(whole, &["# @claude whole"]));
+        assert_eq!(records(state.path()).written(&p).written, want);
     }
 
     /// Records of days past do not count and are swept out; a FIFO or symlink planted where a
-    /// record goes is neither read nor written through.
+    /// record goes is neither read nor written through; an older record's bare line keys
+    /// count for nothing.
     #[cfg(unix)]
     #[test]
     fn old_and_planted_records_do_not_count() {
@@ -405,20 +534,23 @@ mod tests {
         let r = records(state.path());
         std::fs::create_dir_all(&r.dir).unwrap();
         let p = Path::new("/nowhere/a.py");
-        std::fs::write(r.file(p, today() - DAYS), format!("{:016x}\n", key("# @claude old")))
-            .unwrap();
-        assert!(r.lines(p).is_empty());
-        r.append(p, &keys(&["# @claude now"])).unwrap();
-        assert_eq!(r.lines(p), keys(&["# @claude now"]));
+        std::fs::write(r.file(p, today() - DAYS), "post t1 0000000000000001\n").unwrap();
+        assert!(r.written(p).written.is_empty());
+        r.append(p, "post t2 0000000000000002\n").unwrap();
+        assert_eq!(r.written(p).written, HashSet::from([2]));
         assert!(!r.file(p, today() - DAYS).exists(), "not swept");
+        let older = Path::new("/nowhere/older.py");
+        std::fs::write(r.file(older, today()), format!("{:016x}\n", key("# @claude x"))).unwrap();
+        let got = r.written(older);
+        assert!(got.written.is_empty() && got.proposed.is_empty(), "{got:?}");
         let q = Path::new("/nowhere/b.py");
         let fifo = r.file(q, today());
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        assert!(r.lines(q).is_empty());
-        assert!(r.append(q, &keys(&["x"])).is_err(), "appended to a FIFO");
+        assert!(r.written(q).written.is_empty());
+        assert!(r.append(q, "post t 0000000000000001\n").is_err(), "appended to a FIFO");
         let s = Path::new("/nowhere/c.py");
         std::os::unix::fs::symlink("/dev/zero", r.file(s, today())).unwrap();
-        assert!(r.lines(s).is_empty());
-        assert!(r.append(s, &keys(&["x"])).is_err(), "appended through a symlink");
+        assert!(r.written(s).written.is_empty());
+        assert!(r.append(s, "post t 0000000000000001\n").is_err(), "appended through a symlink");
     }
 }

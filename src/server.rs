@@ -364,8 +364,17 @@ impl FilewatchServer {
             for f in &report.files {
                 let file = relative(&shared.root, &f.path);
                 let mine: Vec<_> = records.iter().filter(|r| r.file == file).cloned().collect();
+                let quiet = shared.asks.has_quiet(&file).then(|| std::fs::read(&f.path).ok());
                 for (m, id) in pipeline::with_records(&scanner, &f.path, &file, &f.markers, &mine) {
-                    let view = crate::scan::MarkerView { id, ..m.view(&file) };
+                    let why = match (&quiet, id) {
+                        (Some(Some(bytes)), None) => {
+                            let line = crate::lines::line_around(bytes, m.insert_at..m.insert_at);
+                            let place = crate::lines::place_keys(bytes, line);
+                            shared.asks.why_not_announced(&file, place)
+                        }
+                        _ => None,
+                    };
+                    let view = crate::scan::MarkerView { id, not_announced: why, ..m.view(&file) };
                     let list = if id.is_some() { &mut pending } else { &mut unannounced };
                     list.push(serde_json::to_value(view).unwrap_or_default());
                 }

@@ -58,7 +58,7 @@ impl<'t> LivePipeline<'t> {
 
     /// A pipeline that records its asks in `asks`, stamping files or not as `mode` says.
     pub fn with_asks(root: PathBuf, scanner: Scanner<'t>, mode: TagMode, asks: Asks) -> Self {
-        let provenance = Provenance::new(scanner.trigger());
+        let provenance = Provenance::new(scanner.trigger(), asks.clone());
         LivePipeline {
             files: Files::new(root, scanner),
             ledger: Ledger { asks, mode },
@@ -136,18 +136,26 @@ impl<'t> LivePipeline<'t> {
         }
     }
 
-    /// When the worker must wake with no event: a draft due, or a tag.
+    /// When the worker must wake with no event: a draft due, a tag, or a marker Claude
+    /// proposed whose write did not come.
     pub fn next_due(&self) -> Option<Instant> {
-        [self.typing.next_due(), self.tags.next_due()].into_iter().flatten().min()
+        let due = [self.typing.next_due(), self.tags.next_due(), self.provenance.next_due()];
+        due.into_iter().flatten().min()
     }
 
-    /// What falls due at `now`: drafts whose text has settled (returned, to be announced; at
-    /// most `room`), and tags whose file is quiet (written).
+    /// What falls due at `now`: drafts whose text has settled and markers that waited for
+    /// Claude's write in vain (returned, to be announced; at most `room`), and tags whose
+    /// file is quiet (written).
     pub fn run_due(&mut self, now: Instant, room: usize) -> Vec<Ask> {
         let settle = self.typing.ask_settle();
         let mut asks = Vec::new();
         for path in self.typing.due_files(now, settle) {
             asks.extend(self.ripen(&path, now, settle, room.saturating_sub(asks.len())));
+        }
+        for path in self.provenance.due_files(now) {
+            self.files.look_again(&path);
+            let change = Change { path, from_git: None, rescan: None, renamed_from: vec![] };
+            asks.extend(self.look(&change, room.saturating_sub(asks.len())));
         }
         self.write_due_tags(now);
         self.files.let_go();
@@ -194,7 +202,7 @@ impl<'t> LivePipeline<'t> {
         self.files.count_scan();
         let (fresh, mut candidates) = self.reconcile(&seen, diff, now);
         let previous = self.files.previous(path);
-        let typed = self.provenance.typed(&seen, fresh, change.from_git.as_ref(), previous);
+        let typed = self.provenance.typed(&seen, fresh, change.from_git.as_ref(), previous, now);
         // The records' places are this version's now: the next save's diff starts from it.
         self.files.keep_previous(path, seen.bytes());
         candidates.extend(typed.into_iter().map(|m| Draft::new(m, None, now)));

@@ -5,8 +5,10 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use crate::claude_writes::ClaudeWrites;
+use crate::asks::Asks;
+use crate::claude_writes::{ClaudeWrites, Written};
 use crate::git::{GitLines, GitWindow};
 use crate::languages::Language;
 use crate::lines::{count_key, line_around, line_key, place_keys, HeldLines};
@@ -17,6 +19,10 @@ use super::files::Seen;
 
 /// How many renames [`Renames`] keeps.
 const RENAMES: usize = 4096;
+
+/// How long a marker at a place a `PreToolUse` proposed waits for its `PostToolUse` (Claude
+/// Code runs it right after the write) before it is the user's: the user denied the call.
+const AWAIT_POST: Duration = Duration::from_secs(3);
 
 /// Where a file's lines came from, when not from the user's hands.
 pub(super) struct Provenance {
@@ -30,17 +36,47 @@ pub(super) struct Provenance {
     not_typed: HashSet<(PathBuf, u64)>,
     /// Where files renamed inside the root were before.
     renames: Renames,
+    /// Markers at a place a `PreToolUse` proposed to write, by file and place: until when they
+    /// wait for its `PostToolUse`, and whether the file was handed back to be looked at again.
+    awaiting: HashMap<(PathBuf, u64), (Instant, bool)>,
+    /// Where the reason a marker was not announced is told (`list_asks`).
+    asks: Asks,
 }
 
 impl Provenance {
-    /// What the user did not type, for asks that start with `trigger`.
-    pub fn new(trigger: &str) -> Self {
+    /// What the user did not type, for asks that start with `trigger`; the markers found not
+    /// typed are noted in `asks`, with the reason.
+    pub fn new(trigger: &str, asks: Asks) -> Self {
         Provenance {
             git: GitLines::for_trigger(trigger),
             claude: ClaudeWrites::new(),
             not_typed: HashSet::new(),
             renames: Renames::default(),
+            awaiting: HashMap::new(),
+            asks,
         }
+    }
+
+    /// When the first marker waiting for a `PostToolUse` stops waiting.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.awaiting.values().filter(|(_, handed)| !handed).map(|(at, _)| *at).min()
+    }
+
+    /// The files with a marker that stopped waiting for its `PostToolUse` at `now`: to be
+    /// looked at again (each once).
+    pub fn due_files(&mut self, now: Instant) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for ((path, _), (at, handed)) in &mut self.awaiting {
+            if *at <= now && !*handed {
+                *handed = true;
+                if !files.contains(path) {
+                    files.push(path.clone());
+                }
+            }
+        }
+        // What nothing looked at again for a while: its marker is gone.
+        self.awaiting.retain(|_, (at, _)| now.saturating_duration_since(*at) < 10 * AWAIT_POST);
+        files
     }
 
     /// The markers of `fresh` (new in the file `seen`) that the user typed: not on a line
@@ -53,10 +89,11 @@ impl Provenance {
         mut fresh: Vec<Marker>,
         window: Option<&GitWindow>,
         previous: Option<&[u8]>,
+        now: Instant,
     ) -> Vec<Marker> {
         let (path, bytes) = (seen.path.as_path(), seen.bytes());
         if !fresh.is_empty() {
-            fresh = self.drop_claude_lines(path, bytes, fresh);
+            fresh = self.drop_claude_lines(seen, fresh, now);
         }
         if !fresh.is_empty() {
             fresh = self.drop_git_lines(seen, fresh, window);
@@ -121,34 +158,60 @@ impl Provenance {
         } else {
             held_in_place(&mut self.git, &paths, seen, &fresh)
         };
-        self.drop_not_typed(path, bytes, fresh, |m| gits.contains(&m.insert_at), "from git")
+        let gits = |m: &Marker| gits.contains(&m.insert_at);
+        self.drop_not_typed(seen, fresh, gits, "git brought it (a checkout, merge or stash)")
     }
 
-    /// Drops the markers on lines Claude's own file tools wrote (as its hooks recorded them,
-    /// for the file or a path it was renamed from).
-    fn drop_claude_lines(&mut self, path: &Path, bytes: &[u8], fresh: Vec<Marker>) -> Vec<Marker> {
-        let written: HashSet<u64> =
-            self.renames.chain(path).iter().flat_map(|p| self.claude.lines(p)).collect();
-        let claudes = |m: &Marker| written.contains(&line_key(&line_of(bytes, m)));
-        self.drop_not_typed(path, bytes, fresh, claudes, "written by Claude")
+    /// Drops the markers at a place Claude's own file tools wrote (as their `PostToolUse` hook
+    /// recorded it, for the file or a path it was renamed from). A marker at a place only
+    /// proposed (a `PreToolUse` without its `PostToolUse` yet) waits for it, up to
+    /// [`AWAIT_POST`]; then it is the user's (the user denied the call and typed the line).
+    fn drop_claude_lines(&mut self, seen: &Seen, fresh: Vec<Marker>, now: Instant) -> Vec<Marker> {
+        let (path, bytes) = (seen.path.as_path(), seen.bytes());
+        let chain = self.renames.chain(path);
+        let claude = &self.claude;
+        let records = chain.iter().fold(Written::default(), |w, p| w.and(claude.written(p)));
+        let claudes = |m: &Marker| place_of(bytes, m).iter().any(|k| records.written.contains(k));
+        let mut fresh = self.drop_not_typed(seen, fresh, claudes, "Claude's file tool wrote it");
+        fresh.retain(|m| {
+            let place = place_of(bytes, m);
+            if !place.iter().any(|k| records.proposed.contains(k)) {
+                return true;
+            }
+            let keys = place.map(|k| (path.to_path_buf(), k));
+            let until = keys.iter().filter_map(|k| self.awaiting.get(k)).map(|(at, _)| *at).min();
+            let until = until.unwrap_or_else(|| {
+                tracing::debug!(
+                    "{}:{}: Claude proposed it; waiting for the write",
+                    path.display(),
+                    m.line
+                );
+                let until = now + AWAIT_POST;
+                self.awaiting.extend(keys.iter().map(|k| (k.clone(), (until, false))));
+                until
+            });
+            until <= now
+        });
+        fresh
     }
 
     /// Drops the markers `theirs` says the user did not type, remembering them (at their
-    /// place) as not typed.
+    /// place) as not typed, and telling `why` ([`Asks::not_announced`]).
     fn drop_not_typed(
         &mut self,
-        path: &Path,
-        bytes: &[u8],
+        seen: &Seen,
         mut fresh: Vec<Marker>,
         theirs: impl Fn(&Marker) -> bool,
         why: &str,
     ) -> Vec<Marker> {
+        let (path, bytes) = (seen.path.as_path(), seen.bytes());
         fresh.retain(|m| {
             let not_typed = theirs(m);
             if not_typed {
                 tracing::debug!("{}:{}: {why}, not announced", path.display(), m.line);
-                let keys = place_of(bytes, m).map(|k| (path.to_path_buf(), k));
-                self.not_typed.extend(keys);
+                let place = place_of(bytes, m);
+                self.not_typed.extend(place.map(|k| (path.to_path_buf(), k)));
+                self.asks.not_announced(&seen.file, place, why);
             }
             !not_typed
         });
@@ -526,14 +589,10 @@ x = 2
         let mut live = live(dir.path());
         live.provenance.claude = ClaudeWrites::in_dir(state.path());
         let p = live.files.root.join("a.py");
-        live.provenance.claude.record(&p, &["# @claude follow-up: did that work?"]);
-        crate::test_support::write(
-            &p,
-            "# @claude follow-up: did that work?
-# @claude mine
-",
-        )
-        .unwrap();
+        let text = "# @claude follow-up: did that work?\n# @claude mine\n";
+        let place = crate::lines::place_keys(text.as_bytes(), 0..35);
+        live.provenance.claude.record(&p, "post", "toolu_1", &place);
+        crate::test_support::write(&p, text).unwrap();
         let texts: Vec<String> =
             live.process(&p, None).into_iter().map(|a| a.marker.text).collect();
         assert_eq!(texts, ["@claude mine"]);

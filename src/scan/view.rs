@@ -50,6 +50,10 @@ pub struct MarkerView<'m> {
     /// under the same id (its first words saved by an autosaving editor); it replaces that one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revised: Option<bool>,
+    /// `list_asks` only, for an untagged marker the server found not typed by the user: why it
+    /// was not announced (Claude's file tool wrote it, git brought it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_announced: Option<String>,
 }
 
 impl Marker {
@@ -71,6 +75,7 @@ impl Marker {
             stamped: None,
             tag: None,
             revised: None,
+            not_announced: None,
         }
     }
 }
