@@ -464,6 +464,8 @@ fn flags_are_checked_and_explain_themselves() {
         (&["watch", "--debounce", "-1s"], "\"-1s\" is negative"),
         (&["--debounce", "2 fortnights"], "unknown unit"),
         (&["--root", ".", "scan"], "--root goes after the subcommand"),
+        (&["--tag", "never", "scan"], "--tag goes after the subcommand"),
+        (&["--log-file", "x.log", "scan"], "--log-file goes after the subcommand"),
         (&["resolve", "fw-zz"], "\"fw-zz\" is not an ask id (fw- and 8 lowercase hex digits)"),
     ];
     for (args, want) in cases {
@@ -1024,4 +1026,31 @@ fn scan_and_stamp_read_an_ask_as_the_server_does() {
     // Tagged, it is still only its own line.
     let scan = json_lines(&run(&["scan", "--json", "."], root));
     assert_eq!(scan[0]["text"], "@claude is this sound?", "scan of the tagged ask");
+}
+
+/// The flags the server and `watch` share are one set: each reads the same in `--help`, `serve
+/// --help` and `watch --help` (its line and what it says), so a flag cannot change in one and
+/// not the other.
+#[test]
+fn serve_and_watch_share_their_flags() {
+    /// The paragraph of `flag` in a long help: its line and the lines under it, up to a blank.
+    fn paragraph(help: &str, flag: &str) -> Option<String> {
+        let mut lines = help.lines().skip_while(|l| !l.trim_start().starts_with(flag));
+        let first = lines.next()?;
+        let rest = lines.take_while(|l| !l.trim().is_empty());
+        Some(std::iter::once(first).chain(rest).collect::<Vec<_>>().join("\n"))
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let helps: Vec<(&str, String)> = [&["--help"][..], &["serve", "--help"], &["watch", "--help"]]
+        .iter()
+        .map(|args| (args[0], stdout(&run(args, dir.path()))))
+        .collect();
+    for flag in ["--root ", "--debounce ", "--settle ", "--trigger ", "--tag ", "--log-file "] {
+        let said: Vec<(&str, Option<String>)> =
+            helps.iter().map(|(name, help)| (*name, paragraph(help, flag))).collect();
+        assert!(said[0].1.is_some(), "{flag}is not in --help:\n{}", helps[0].1);
+        for other in &said[1..] {
+            assert_eq!(said[0].1, other.1, "{flag}in --help and in {} --help", other.0);
+        }
+    }
 }
