@@ -32,7 +32,7 @@ struct Cli {
     #[arg(long, global = true, value_enum)]
     log_level: Option<LogLevel>,
     #[command(flatten)]
-    serve: ServeArgs,
+    serve: LiveArgs,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -48,9 +48,10 @@ enum LogLevel {
     Trace,
 }
 
-/// Flags of the MCP server.
+/// The flags the server and `watch` share, declared once: the root, how changes are read, and
+/// where asks' ids and the log go.
 #[derive(clap::Args, Clone)]
-struct ServeArgs {
+struct LiveArgs {
     /// The project directory to watch.
     #[arg(long, default_value = ".")]
     root: PathBuf,
@@ -71,9 +72,22 @@ struct ServeArgs {
     #[arg(long, value_enum, default_value = "file")]
     tag: TagMode,
     /// Also write the log (info and up) to this file, rotated at 1 MiB (one `.1` kept).
-    /// Default: `<state dir>/logs/<key of the root>.log`.
+    /// The server's default: `<state dir>/logs/<key of the root>.log`; `watch` has none.
     #[arg(long, value_name = "PATH")]
     log_file: Option<PathBuf>,
+}
+
+impl LiveArgs {
+    /// What the live stage is given, watching `root` (`watch DIR` names it without `--root`).
+    fn options(&self, root: &Path) -> LiveOptions {
+        LiveOptions {
+            root: root.to_path_buf(),
+            debounce: self.debounce,
+            settle: self.settle,
+            trigger: self.trigger.clone(),
+            tag: self.tag,
+        }
+    }
 }
 
 /// `--help`'s exit status section of the server (with and without `serve`).
@@ -85,7 +99,7 @@ const SERVE_EXIT: &str = "Exit status:
 enum Command {
     /// The MCP stdio server for Claude Code (also what runs without a subcommand).
     #[command(after_help = SERVE_EXIT)]
-    Serve(ServeArgs),
+    Serve(LiveArgs),
     /// List the markers in files and trees; writes nothing.
     #[command(after_help = "Exit status:
   0  every file was read; files skipped on purpose (binary, over 1 MiB, not a regular file)
@@ -117,31 +131,13 @@ enum Command {
      root deleted with its parent (nothing left to watch), or stdout could not be written")]
     Watch {
         /// The directory to watch (the same as --root).
+        #[arg(conflicts_with = "root")]
         dir: Option<PathBuf>,
-        /// The directory to watch.
-        #[arg(long, default_value = ".", conflicts_with = "dir")]
-        root: PathBuf,
-        /// Quiet time after the last event of a file before it is read (100ms, 2s, …): what
-        /// makes a save written in several steps one save.
-        #[arg(long, default_value = "100ms", value_parser = parse_duration, allow_hyphen_values = true)]
-        debounce: Duration,
-        /// How long a file must stay unchanged before a tag is written into it; and, where
-        /// the editor saves while you type (autosave), the least time an ask's text must stay
-        /// unchanged before it is announced. 0: tags at once, every save is deliberate.
-        #[arg(long, default_value = "5s", value_parser = parse_duration, allow_hyphen_values = true)]
-        settle: Duration,
-        /// The word that starts an ask.
-        #[arg(long, default_value = DEFAULT_TRIGGER)]
-        trigger: String,
+        #[command(flatten)]
+        live: LiveArgs,
         /// One JSON object per ask and line (the `scan` keys, `id` the new id, `stamped`).
         #[arg(long)]
         json: bool,
-        /// Where an ask's id goes: into the marker (`file`) or only into the ledger (`never`).
-        #[arg(long, value_enum, default_value = "file")]
-        tag: TagMode,
-        /// Also write the log (info and up) to this file, rotated at 1 MiB (one `.1` kept).
-        #[arg(long, value_name = "PATH")]
-        log_file: Option<PathBuf>,
     },
     /// Tag every untagged marker (`@claude` → `@claude[fw-1a2b3c4d]`) and print the new asks.
     #[command(after_help = "Exit status:
@@ -269,9 +265,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Serve(args) => serve(args),
         Command::Scan { json, verbose, trigger, paths } => scan(json, verbose, &trigger, &paths),
-        Command::Watch { dir, root, debounce, settle, trigger, json, tag, log_file: _ } => {
-            watch(dir.as_deref().unwrap_or(&root), debounce, settle, &trigger, json, tag)
-        }
+        Command::Watch { dir, live, json } => watch(dir.as_deref(), &live, json),
         Command::Stamp { dry_run, json, trigger, paths } => stamp(dry_run, json, &trigger, &paths),
         Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
         Command::Languages { json } => languages(json),
@@ -304,8 +298,10 @@ fn parse_cli() -> Cli {
     let matches = command.get_matches_mut();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some((name, _)) = matches.subcommand() {
-        for flag in ["root", "debounce", "settle", "trigger", "log_file"] {
-            if matches.value_source(flag) == Some(clap::parser::ValueSource::CommandLine) {
+        let shared = <LiveArgs as clap::Args>::augment_args(clap::Command::new("shared"));
+        for arg in shared.get_arguments() {
+            let (id, flag) = (arg.get_id().as_str(), arg.get_long().unwrap_or_default());
+            if matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
                 let message = format!("--{flag} goes after the subcommand: `{name} --{flag} …`");
                 command.error(clap::error::ErrorKind::ArgumentConflict, message).exit();
             }
@@ -337,7 +333,7 @@ fn log_file(command: &Command) -> anyhow::Result<Option<filewatch_mcp::log_file:
     use filewatch_mcp::log_file::LogFile;
     let (asked, serve) = match command {
         Command::Serve(args) => (args.log_file.as_deref(), Some(args)),
-        Command::Watch { log_file, .. } => (log_file.as_deref(), None),
+        Command::Watch { live, .. } => (live.log_file.as_deref(), None),
         _ => return Ok(None),
     };
     if let Some(path) = asked {
@@ -456,17 +452,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn watch(
-    root: &Path,
-    debounce: Duration,
-    settle: Duration,
-    trigger: &str,
-    json: bool,
-    tag: TagMode,
-) -> anyhow::Result<ExitCode> {
+fn watch(dir: Option<&Path>, args: &LiveArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let root = dir.unwrap_or(&args.root);
     filewatch_mcp::log_file::started("watch", root);
-    let trigger = trigger.to_string();
-    let options = LiveOptions { root: root.to_path_buf(), debounce, settle, trigger, tag };
+    let options = args.options(root);
+    let (debounce, tag) = (args.debounce, args.tag);
     let runtime = runtime()?;
     // A terminal is a consumer like a session: it gets the asks only while it owns the root.
     let (_owner, since) = match owner::claim(root, &options.trigger, "watch", tag)? {
@@ -567,16 +557,10 @@ fn print_ask(ask: &filewatch_mcp::Ask, json: bool) -> io::Result<()> {
     out.flush()
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+fn serve(args: LiveArgs) -> anyhow::Result<ExitCode> {
     filewatch_mcp::log_file::started("serve", &args.root);
     let runtime = runtime()?;
-    let options = LiveOptions {
-        root: args.root,
-        debounce: args.debounce,
-        settle: args.settle,
-        trigger: args.trigger,
-        tag: args.tag,
-    };
+    let options = args.options(&args.root);
     let result = runtime.block_on(filewatch_mcp::server::run(options));
     // stdin is read by a blocking thread that never returns while the client keeps the pipe
     // open: do not wait for it. Claude Code sends SIGTERM ~150 ms after SIGINT.
