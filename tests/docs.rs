@@ -393,3 +393,70 @@ fn quantities_are_found_outside_code() {
     assert_eq!(tables[0].rows.len(), 1);
     assert!(is_measurement_table(&tables[0]));
 }
+
+// ---- the module map names every source file ------------------------------------------------
+
+/// The module map: the entries (`src/…`, first on their line) of the code block under
+/// docs/development.md's "Module map" heading, with their line numbers.
+fn module_map() -> Vec<(usize, String)> {
+    let text = std::fs::read_to_string(repo().join("docs/development.md")).unwrap();
+    let start = text
+        .lines()
+        .position(|l| l.starts_with('#') && l.contains("Module map"))
+        .expect("docs/development.md has a \"Module map\" heading");
+    let mut lines = text.lines().enumerate().skip(start + 1);
+    lines.by_ref().find(|(_, l)| l.starts_with("```")).expect("a code block under it");
+    lines
+        .take_while(|(_, l)| !l.starts_with("```"))
+        .filter_map(|(i, l)| {
+            let first = l.split_whitespace().next()?;
+            first.starts_with("src/").then(|| (i + 1, first.to_string()))
+        })
+        .collect()
+}
+
+/// Every file under src/, as `src/a/b.rs`, sorted.
+fn source_files() -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                let relative = path.strip_prefix(repo()).unwrap();
+                out.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&repo().join("src"), &mut files);
+    files.sort();
+    files
+}
+
+/// docs/development.md's module map is the newcomer's way in: it names every file under src/
+/// (one entry each, a directory naming none of them), and every entry is a file that exists.
+#[test]
+fn the_module_map_names_every_source_file() {
+    let map = module_map();
+    assert!(map.len() > 10, "the module map has {} entries: the parser is broken", map.len());
+    let named: HashSet<&str> = map.iter().map(|(_, entry)| entry.as_str()).collect();
+    let files = source_files();
+    let unnamed: Vec<&String> = files.iter().filter(|f| !named.contains(f.as_str())).collect();
+    let not_files: Vec<String> = map
+        .iter()
+        .filter(|(_, entry)| !repo().join(entry).is_file())
+        .map(|(line, entry)| format!("docs/development.md:{line}: {entry}"))
+        .collect();
+    let mut twice: Vec<&str> = map.iter().map(|(_, e)| e.as_str()).collect();
+    twice.sort();
+    twice.dedup();
+    assert!(
+        unnamed.is_empty() && not_files.is_empty() && twice.len() == map.len(),
+        "docs/development.md's module map must name each file under src/ once.\n\
+         not in the map: {unnamed:?}\nin the map but not a file: {not_files:?}\n\
+         entries: {}, distinct: {}",
+        map.len(),
+        twice.len()
+    );
+}
