@@ -505,138 +505,19 @@ enum NodeKinds {
     Trusted,
 }
 
-fn check_row(row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError> {
-    let name = row.name;
-    let bad = |problem: &str| row_error(&name, problem);
-    if name.is_empty()
-        || !name.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'+' || b == b'#'
-        })
-    {
-        return Err(bad("name must be lowercase kebab-case"));
-    }
-    let file_types: Vec<FileType> = row
-        .file_types
-        .into_iter()
-        .map(|ft| match ft {
-            RawFileType::Extension(e) => FileType::Extension(e),
-            RawFileType::Name { name } => FileType::Name(name),
-            RawFileType::Glob { glob } => FileType::Glob(glob),
-        })
-        .collect();
-    for ft in &file_types {
-        if let FileType::Extension(e) = ft {
-            if e.is_empty() || e.starts_with('.') || e.chars().any(|c| c.is_ascii_uppercase()) {
-                return Err(bad(&format!("extension `{e}` must be lowercase, without the dot")));
-            }
-        }
-    }
-    if file_types.is_empty() != row.embedded {
-        return Err(bad("a row needs file types, unless it is `embedded = true` (and then none)"));
-    }
-    let line_comments = row.line_comment.into_vec();
-    let block_comments: Vec<Delimiters> = match row.block_comment {
-        Pairs::None => Vec::new(),
-        Pairs::One([open, close]) => vec![Delimiters { open, close }],
-        Pairs::Many(v) => v.into_iter().map(|[open, close]| Delimiters { open, close }).collect(),
-    };
-    if line_comments.is_empty() && block_comments.is_empty() {
-        return Err(bad("needs a line-comment or a block-comment token"));
-    }
-    if line_comments.iter().any(String::is_empty)
-        || block_comments.iter().any(|d| d.open.is_empty() || d.close.is_empty())
-    {
-        return Err(bad("comment tokens must not be empty"));
-    }
-    let strings = delimiters(row.strings);
-    let multiline_strings = delimiters(row.multiline_strings);
-    let raw_strings = delimiters(row.raw_strings);
-    let pairs = |v: Vec<[String; 2]>| -> Vec<Delimiters> {
-        v.into_iter().map(|[open, close]| Delimiters { open, close }).collect()
-    };
-    let string_holes = pairs(row.string_holes);
-    let line_block_comments = pairs(row.line_block_comments);
-    let all_strings = || strings.iter().chain(&multiline_strings).chain(&raw_strings);
-    if all_strings()
-        .chain(&string_holes)
-        .chain(&line_block_comments)
-        .any(|d| d.open.is_empty() || d.close.is_empty())
-    {
-        return Err(bad("string, hole and line-block-comment delimiters must not be empty"));
-    }
-    if !string_holes.is_empty() && multiline_strings.is_empty() {
-        return Err(bad("string-holes need multiline-strings to open in"));
-    }
-    // A hole ends at its closer's byte, counting nested openers of the same bracket.
-    if string_holes
-        .iter()
-        .any(|h| h.close.len() != 1 || !h.open.ends_with(closing_to_opening(&h.close)))
-    {
-        return Err(bad(
-            "a string hole closes with one bracket that its opener ends with (`${` … `}`)",
-        ));
-    }
-    if row.variable_sigils.bytes().any(|b| !b.is_ascii_punctuation())
-        || row.block_scalar_properties.bytes().any(|b| !b.is_ascii_punctuation())
-    {
-        return Err(bad("variable-sigils and block-scalar-properties are punctuation characters"));
-    }
-    if !row.block_scalar_properties.is_empty() && row.block_scalars.is_empty() {
-        return Err(bad("block-scalar-properties need block-scalars"));
-    }
-    let heredoc_space = match row.heredoc_space {
-        None | Some(RawHeredocSpace::Flag(false)) => HeredocSpace::Glued,
-        Some(RawHeredocSpace::Flag(true)) => HeredocSpace::Any,
-        Some(RawHeredocSpace::Word(w)) if w == "quoted" => HeredocSpace::Quoted,
-        Some(RawHeredocSpace::Word(w)) => {
-            return Err(bad(&format!("heredoc-space is true, false or \"quoted\", not {w:?}")));
-        }
-    };
-    let arithmetic = pairs(row.arithmetic);
-    if row.heredocs.iter().any(String::is_empty)
-        || arithmetic.iter().any(|d| d.open.is_empty() || d.close.is_empty())
-    {
-        return Err(bad("heredoc openers and arithmetic brackets must not be empty"));
-    }
-    let about_heredocs =
-        heredoc_space != HeredocSpace::Glued || row.shift_operator || !arithmetic.is_empty();
-    if about_heredocs && row.heredocs.is_empty() {
-        return Err(bad("heredoc-space, shift-operator and arithmetic need heredocs"));
-    }
-    if row.quote_operators.iter().chain(&row.substitute_operators).any(String::is_empty) {
-        return Err(bad("quote operators must not be empty"));
-    }
-    if row.data_section.iter().any(String::is_empty) {
-        return Err(bad("data-section lines must not be empty"));
-    }
-    if row.verbatim_line_prefix.as_deref() == Some("") {
-        return Err(bad("verbatim-line-prefix must not be empty"));
-    }
-    let ts_language = match &row.grammar {
-        None => {
-            if !row.comment_kinds.is_empty() || !row.lexed_kinds.is_empty() {
-                return Err(bad("comment-kinds without a grammar"));
-            }
-            None
-        }
-        Some(g) => {
-            if !grammar::KNOWN.contains(&g.as_str()) {
-                return Err(bad(&format!("unknown grammar `{g}` (see src/grammar.rs)")));
-            }
-            if row.comment_kinds.is_empty() {
-                return Err(bad("a grammar needs its comment-kinds"));
-            }
-            let lang = grammar::language(g);
-            if let (Some(lang), NodeKinds::Checked) = (&lang, kinds) {
-                for kind in row.comment_kinds.iter().chain(&row.lexed_kinds) {
-                    if lang.id_for_node_kind(kind, true) == 0 {
-                        return Err(bad(&format!("grammar `{g}` has no node kind `{kind}`")));
-                    }
-                }
-            }
-            lang
-        }
-    };
+/// A row of the table, checked (each step below in turn; the first problem is the row's error)
+/// and made a [`Language`].
+fn check_row(mut row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError> {
+    let name = std::mem::take(&mut row.name);
+    let bad = |problem: String| row_error(&name, problem);
+    check_name(&name).map_err(bad)?;
+    let file_types = file_types(&mut row).map_err(bad)?;
+    let (line_comments, block_comments) = comments(&mut row).map_err(bad)?;
+    let literals = literals(&mut row).map_err(bad)?;
+    check_sigils_and_scalars(&row).map_err(bad)?;
+    let (heredoc_space, arithmetic) = heredocs(&mut row).map_err(bad)?;
+    check_operators_and_lines(&row).map_err(bad)?;
+    let ts_language = ts_language(&row, kinds).map_err(bad)?;
     Ok(Language {
         name,
         file_types,
@@ -647,13 +528,13 @@ fn check_row(row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError>
         line_comments,
         block_comments,
         doc_markers: row.doc_markers.unwrap_or_else(|| "/!*".to_string()),
-        strings,
-        multiline_strings,
-        raw_strings,
-        string_holes,
+        strings: literals.strings,
+        multiline_strings: literals.multiline_strings,
+        raw_strings: literals.raw_strings,
+        string_holes: literals.string_holes,
         code_escapes: row.code_escapes,
         variable_sigils: row.variable_sigils,
-        line_block_comments,
+        line_block_comments: literals.line_block_comments,
         block_scalar_properties: row.block_scalar_properties,
         jsx_text: row.jsx_text,
         heredocs: row.heredocs,
@@ -670,6 +551,187 @@ fn check_row(row: RawLanguage, kinds: NodeKinds) -> Result<Language, TableError>
         lexed_kinds: row.lexed_kinds,
         embedded: row.embedded,
     })
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    let allowed =
+        |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'+' || b == b'#';
+    if name.is_empty() || !name.bytes().all(allowed) {
+        return Err("name must be lowercase kebab-case".into());
+    }
+    Ok(())
+}
+
+/// The row's file types: extensions lowercase without the dot; none exactly when embedded.
+fn file_types(row: &mut RawLanguage) -> Result<Vec<FileType>, String> {
+    let file_types: Vec<FileType> = std::mem::take(&mut row.file_types)
+        .into_iter()
+        .map(|ft| match ft {
+            RawFileType::Extension(e) => FileType::Extension(e),
+            RawFileType::Name { name } => FileType::Name(name),
+            RawFileType::Glob { glob } => FileType::Glob(glob),
+        })
+        .collect();
+    for ft in &file_types {
+        if let FileType::Extension(e) = ft {
+            if e.is_empty() || e.starts_with('.') || e.chars().any(|c| c.is_ascii_uppercase()) {
+                return Err(format!("extension `{e}` must be lowercase, without the dot"));
+            }
+        }
+    }
+    if file_types.is_empty() != row.embedded {
+        return Err("a row needs file types, unless it is `embedded = true` (and then none)".into());
+    }
+    Ok(file_types)
+}
+
+/// The row's line-comment and block-comment tokens: at least one, none empty.
+fn comments(row: &mut RawLanguage) -> Result<(Vec<String>, Vec<Delimiters>), String> {
+    let line_comments = std::mem::take(&mut row.line_comment).into_vec();
+    let block_comments: Vec<Delimiters> = match std::mem::take(&mut row.block_comment) {
+        Pairs::None => Vec::new(),
+        Pairs::One([open, close]) => vec![Delimiters { open, close }],
+        Pairs::Many(v) => v.into_iter().map(|[open, close]| Delimiters { open, close }).collect(),
+    };
+    if line_comments.is_empty() && block_comments.is_empty() {
+        return Err("needs a line-comment or a block-comment token".into());
+    }
+    if line_comments.iter().any(String::is_empty)
+        || block_comments.iter().any(|d| d.open.is_empty() || d.close.is_empty())
+    {
+        return Err("comment tokens must not be empty".into());
+    }
+    Ok((line_comments, block_comments))
+}
+
+/// A row's string delimiters, the holes in its strings and its line-block comments.
+struct Literals {
+    strings: Vec<Delimiters>,
+    multiline_strings: Vec<Delimiters>,
+    raw_strings: Vec<Delimiters>,
+    string_holes: Vec<Delimiters>,
+    line_block_comments: Vec<Delimiters>,
+}
+
+/// The row's [`Literals`]: none empty; holes only in multiline strings, each closed by one
+/// bracket its opener ends with.
+fn literals(row: &mut RawLanguage) -> Result<Literals, String> {
+    let pairs = |v: Vec<[String; 2]>| -> Vec<Delimiters> {
+        v.into_iter().map(|[open, close]| Delimiters { open, close }).collect()
+    };
+    let literals = Literals {
+        strings: delimiters(std::mem::take(&mut row.strings)),
+        multiline_strings: delimiters(std::mem::take(&mut row.multiline_strings)),
+        raw_strings: delimiters(std::mem::take(&mut row.raw_strings)),
+        string_holes: pairs(std::mem::take(&mut row.string_holes)),
+        line_block_comments: pairs(std::mem::take(&mut row.line_block_comments)),
+    };
+    let Literals { strings, multiline_strings, raw_strings, string_holes, line_block_comments } =
+        &literals;
+    if strings
+        .iter()
+        .chain(multiline_strings)
+        .chain(raw_strings)
+        .chain(string_holes)
+        .chain(line_block_comments)
+        .any(|d| d.open.is_empty() || d.close.is_empty())
+    {
+        return Err("string, hole and line-block-comment delimiters must not be empty".into());
+    }
+    if !string_holes.is_empty() && multiline_strings.is_empty() {
+        return Err("string-holes need multiline-strings to open in".into());
+    }
+    // A hole ends at its closer's byte, counting nested openers of the same bracket.
+    if string_holes
+        .iter()
+        .any(|h| h.close.len() != 1 || !h.open.ends_with(closing_to_opening(&h.close)))
+    {
+        return Err(
+            "a string hole closes with one bracket that its opener ends with (`${` … `}`)".into()
+        );
+    }
+    Ok(literals)
+}
+
+fn check_sigils_and_scalars(row: &RawLanguage) -> Result<(), String> {
+    if row.variable_sigils.bytes().any(|b| !b.is_ascii_punctuation())
+        || row.block_scalar_properties.bytes().any(|b| !b.is_ascii_punctuation())
+    {
+        return Err("variable-sigils and block-scalar-properties are punctuation characters".into());
+    }
+    if !row.block_scalar_properties.is_empty() && row.block_scalars.is_empty() {
+        return Err("block-scalar-properties need block-scalars".into());
+    }
+    Ok(())
+}
+
+/// The row's heredoc spacing and arithmetic brackets, which only a row with heredocs has.
+fn heredocs(row: &mut RawLanguage) -> Result<(HeredocSpace, Vec<Delimiters>), String> {
+    let heredoc_space = match row.heredoc_space.take() {
+        None | Some(RawHeredocSpace::Flag(false)) => HeredocSpace::Glued,
+        Some(RawHeredocSpace::Flag(true)) => HeredocSpace::Any,
+        Some(RawHeredocSpace::Word(w)) if w == "quoted" => HeredocSpace::Quoted,
+        Some(RawHeredocSpace::Word(w)) => {
+            return Err(format!("heredoc-space is true, false or \"quoted\", not {w:?}"));
+        }
+    };
+    let arithmetic: Vec<Delimiters> = std::mem::take(&mut row.arithmetic)
+        .into_iter()
+        .map(|[open, close]| Delimiters { open, close })
+        .collect();
+    if row.heredocs.iter().any(String::is_empty)
+        || arithmetic.iter().any(|d| d.open.is_empty() || d.close.is_empty())
+    {
+        return Err("heredoc openers and arithmetic brackets must not be empty".into());
+    }
+    let about_heredocs =
+        heredoc_space != HeredocSpace::Glued || row.shift_operator || !arithmetic.is_empty();
+    if about_heredocs && row.heredocs.is_empty() {
+        return Err("heredoc-space, shift-operator and arithmetic need heredocs".into());
+    }
+    Ok((heredoc_space, arithmetic))
+}
+
+fn check_operators_and_lines(row: &RawLanguage) -> Result<(), String> {
+    if row.quote_operators.iter().chain(&row.substitute_operators).any(String::is_empty) {
+        return Err("quote operators must not be empty".into());
+    }
+    if row.data_section.iter().any(String::is_empty) {
+        return Err("data-section lines must not be empty".into());
+    }
+    if row.verbatim_line_prefix.as_deref() == Some("") {
+        return Err("verbatim-line-prefix must not be empty".into());
+    }
+    Ok(())
+}
+
+/// The row's compiled-in grammar, if it names one (known, with comment kinds; with
+/// [`NodeKinds::Checked`], each kind a node of it); a row without one has no node kinds.
+fn ts_language(
+    row: &RawLanguage,
+    kinds: NodeKinds,
+) -> Result<Option<tree_sitter::Language>, String> {
+    let Some(g) = &row.grammar else {
+        if !row.comment_kinds.is_empty() || !row.lexed_kinds.is_empty() {
+            return Err("comment-kinds without a grammar".into());
+        }
+        return Ok(None);
+    };
+    if !grammar::KNOWN.contains(&g.as_str()) {
+        return Err(format!("unknown grammar `{g}` (see src/grammar.rs)"));
+    }
+    if row.comment_kinds.is_empty() {
+        return Err("a grammar needs its comment-kinds".into());
+    }
+    let lang = grammar::language(g);
+    if let (Some(lang), NodeKinds::Checked) = (&lang, kinds) {
+        for kind in row.comment_kinds.iter().chain(&row.lexed_kinds) {
+            if lang.id_for_node_kind(kind, true) == 0 {
+                return Err(format!("grammar `{g}` has no node kind `{kind}`"));
+            }
+        }
+    }
+    Ok(lang)
 }
 
 #[cfg(test)]
