@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use tree_sitter::{InputEdit, Tree};
 
-use super::{parse, point};
+use super::nodes::{parse, point};
 
 /// At most this many files' trees are kept.
 const MAX_FILES: usize = 64;
