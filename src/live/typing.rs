@@ -89,3 +89,48 @@ impl Typing {
         self.drafts.take_due(path, now, settle)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::asks::{Asks, TagMode};
+    use crate::claude_writes::ClaudeWrites;
+    use crate::live::testing::scanner;
+    use crate::live::LivePipeline;
+    use crate::watch::Change;
+
+    /// Issue 30 (9): on a root whose editor autosaves, an ask waiting for its text to settle
+    /// is still the user's when Claude's edit re-indents it (wraps its function in a class,
+    /// every line of it rewritten by Claude's tool): it is announced once it settled, as on a
+    /// deliberate root it was at once.
+    #[test]
+    fn a_waiting_ask_claude_reindents_is_announced() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut live =
+            LivePipeline::with_asks(root.clone(), scanner(), TagMode::File, Asks::in_memory())
+                .settling(Duration::from_secs(5), None);
+        live.provenance.claude = ClaudeWrites::in_dir(state.path());
+        live.typing.learn_autosave();
+        let p = root.join("a.py");
+        crate::test_support::write(&p, "def f():\n    # @claude add a docstring\n    return 1\n")
+            .unwrap();
+        let change = Change { path: p.clone(), from_git: None, rescan: None, renamed_from: vec![] };
+        assert!(live.process_change(&change, usize::MAX).is_empty(), "announced at once");
+        let wrapped =
+            "class C:\n    def f(self):\n        # @claude add a docstring\n        return 1\n";
+        // Claude's edit wrote every line of the class, the ask's among them.
+        let at = wrapped.find("        # @claude").unwrap();
+        let line = at..at + wrapped[at..].find('\n').unwrap();
+        let place = crate::lines::place_keys(wrapped.as_bytes(), line);
+        live.provenance.claude.record(&p, "post", "toolu_1", &place);
+        crate::test_support::write(&p, wrapped).unwrap();
+        assert!(live.process_change(&change, usize::MAX).is_empty(), "announced before it settled");
+        let later = Instant::now() + Duration::from_secs(60);
+        let texts: Vec<String> =
+            live.run_due(later, usize::MAX).into_iter().map(|a| a.marker.text).collect();
+        assert_eq!(texts, ["@claude add a docstring"], "the user's ask was taken for Claude's");
+    }
+}
