@@ -223,7 +223,9 @@ impl Drafts {
         let mut ready = Vec::new();
         let mut waiting = Vec::new();
         for mut c in candidates {
+            // At its place; else the same words moved (re-indented by an edit around them).
             let was = before.iter().position(|d| same_draft(d, &c, diff));
+            let was = was.or_else(|| before.iter().position(|d| same_words(d, &c)));
             let Some(was) = was.map(|i| before.remove(i)) else {
                 waiting.push(c); // new: it may be the first fragment of an ask being typed
                 continue;
@@ -243,6 +245,13 @@ impl Drafts {
             self.files.insert(path.to_path_buf(), waiting);
         }
         ready
+    }
+
+    /// The words of the drafts of `path` that wait (the user typed them).
+    pub fn waiting_words(&self, path: &Path) -> Vec<&str> {
+        self.files
+            .get(path)
+            .map_or_else(Vec::new, |ds| ds.iter().map(|d| d.marker.text.as_str()).collect())
     }
 
     /// The first time a draft falls due, with `settle` as its settle time.
@@ -282,6 +291,11 @@ fn same_draft(d: &Draft, c: &Draft, diff: Option<LineDiff>) -> bool {
     }
     let line = diff.map_or(d.marker.line, |diff| diff.map(d.marker.line));
     line == c.marker.line
+}
+
+/// True if candidate `c` holds the words of draft `d` (a fresh ask both), wherever it is.
+fn same_words(d: &Draft, c: &Draft) -> bool {
+    d.revises.is_none() && c.revises.is_none() && d.marker.text == c.marker.text
 }
 
 #[cfg(test)]

@@ -201,8 +201,14 @@ impl<'t> LivePipeline<'t> {
         let seen = self.seen(path, source)?;
         self.files.count_scan();
         let (fresh, mut candidates) = self.reconcile(&seen, diff, now);
+        // An ask waiting for its text to settle is the user's, wherever an edit moved it.
+        let waiting = self.typing.waiting_words(path);
+        let (waited, fresh): (Vec<Marker>, Vec<Marker>) =
+            fresh.into_iter().partition(|m| waiting.contains(&m.text.as_str()));
         let previous = self.files.previous(path);
-        let typed = self.provenance.typed(&seen, fresh, change.from_git.as_ref(), previous, now);
+        let mut typed =
+            self.provenance.typed(&seen, fresh, change.from_git.as_ref(), previous, now);
+        typed.extend(waited);
         // The records' places are this version's now: the next save's diff starts from it.
         self.files.keep_previous(path, seen.bytes());
         candidates.extend(typed.into_iter().map(|m| Draft::new(m, None, now)));

@@ -64,6 +64,12 @@ impl Typing {
             && (self.habit.habit.autosave || candidates.iter().any(|c| c.revises.is_some()))
     }
 
+    /// The words of the asks of `path` waiting for their text to settle (the user typed them:
+    /// an edit of Claude's that moves them, re-indented, leaves them the user's).
+    pub fn waiting_words(&self, path: &Path) -> Vec<&str> {
+        self.drafts.waiting_words(path)
+    }
+
     /// Forgets the drafts of `path` (it is gone, unreadable, or all its asks are ready).
     pub fn forget(&mut self, path: &Path) {
         self.drafts.forget(path);
