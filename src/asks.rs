@@ -185,7 +185,7 @@ impl Asks {
 
     /// True if, as last read, a pending ask lives in `file`: a save of a file without markers
     /// and without pending asks need not lock or read the ledger at all. (An ask another server
-    /// recorded since is settled at that file's next save after this server reads the ledger.)
+    /// recorded since is closed at that file's next save after this server reads the ledger.)
     pub fn may_have_pending(&self, file: &str) -> bool {
         self.lock().records.iter().any(|r| r.file == file && r.is_pending())
     }
