@@ -19,6 +19,7 @@
 mod asks;
 mod autosave;
 mod claude_writes;
+pub mod doctor;
 mod error;
 mod fsio;
 mod git;

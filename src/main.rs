@@ -201,6 +201,18 @@ enum Command {
         #[command(subcommand)]
         action: HooksAction,
     },
+    /// Check each link from a save to Claude, one line each (ok, missing, warning) with the
+    /// fix: Claude Code, the server's registration, the hooks, the channel, the state
+    /// directory, the root's owner, the editor, inotify, and a live round trip.
+    #[command(after_help = "Exit status:
+  0  every link is ok
+  1  some link is missing or has a warning (its line says what to do)
+  2  a bad flag, or a root that is not a directory")]
+    Doctor {
+        /// The project.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
     /// Print the language table: file types, and grammar or fallback.
     #[command(after_help = "Exit status:
   0  always (2 for a bad flag)")]
@@ -270,6 +282,7 @@ fn main() -> ExitCode {
         Command::Resolve { id, trigger, paths } => resolve(&id, &trigger, &paths),
         Command::Languages { json } => languages(json),
         Command::Hooks { action } => hooks(action),
+        Command::Doctor { root } => doctor(root),
         Command::Hook { wait } => {
             let (mut out, mut err) = (io::stdout().lock(), io::stderr().lock());
             let run = filewatch_mcp::hear::run_hook(io::stdin().lock(), wait, &mut out, &mut err);
@@ -830,6 +843,13 @@ fn hooks(action: HooksAction) -> anyhow::Result<ExitCode> {
         writeln!(out, "filewatch-mcp: {path} unchanged (already so)")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn doctor(root: PathBuf) -> anyhow::Result<ExitCode> {
+    let binary = std::env::current_exe().context("cannot find this program's own path")?;
+    let options = filewatch_mcp::doctor::Options { root, binary };
+    let ok = filewatch_mcp::doctor::run(&options, &mut io::stdout().lock())?;
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn languages(json: bool) -> anyhow::Result<ExitCode> {

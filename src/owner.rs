@@ -279,6 +279,12 @@ fn write_info(path: &Path, info: &OwnerInfo) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What the owner of `root` (canonical) for `trigger` wrote of itself in the state directory
+/// `dir`: the owner now, or the last one (see [`OwnerInfo::ended`], and whether its pid runs).
+pub fn recorded(dir: &Path, root: &Path, trigger: &str) -> Option<OwnerInfo> {
+    read_info(&Place::new(dir, root, trigger).file("owner.json"))
+}
+
 /// The owner's record, if it has written one that reads: it only says who the owner is, so a
 /// record that cannot be read (a FIFO or a symlink planted there, garbage) is said and ignored.
 fn read_info(path: &Path) -> Option<OwnerInfo> {

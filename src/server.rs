@@ -946,7 +946,7 @@ pub async fn run(options: LiveOptions) -> Result<(), StartError> {
 async fn start_hub(root: &Path, trigger: &str, records: &Asks) -> Option<Arc<Hub>> {
     let state_dir = crate::state::state_dir()?;
     let ancestors = crate::sys::ancestors(8);
-    let channel = channel_asked_for(&ancestors);
+    let channel = crate::hear::ChannelFlag::of(&ancestors).channel_state();
     if channel == ChannelState::Deaf {
         tracing::info!("Claude Code was started without a channel flag: the hooks carry the asks");
     }
@@ -958,31 +958,6 @@ async fn start_hub(root: &Path, trigger: &str, records: &Asks) -> Option<Arc<Hub
             Problem::Hooks { path: dir, source: e }.log();
             None
         }
-    }
-}
-
-/// Whether the Claude Code session above this server was started with a channel flag
-/// (`--channels`, `--dangerously-load-development-channels`): without one no channel message
-/// reaches Claude, and the hooks carry every ask at once. Where command lines cannot be read
-/// (Windows) it may have been.
-fn channel_asked_for(ancestors: &[u32]) -> ChannelState {
-    let mut read_any = false;
-    for &pid in ancestors {
-        let Some(args) = crate::sys::command_line(pid) else { continue };
-        read_any = true;
-        let flag = |a: &String| {
-            ["--channels", "--dangerously-load-development-channels"]
-                .iter()
-                .any(|f| a == f || a.starts_with(&format!("{f}=")))
-        };
-        if args.iter().any(flag) {
-            return ChannelState::Unknown;
-        }
-    }
-    if read_any {
-        ChannelState::Deaf
-    } else {
-        ChannelState::Unknown
     }
 }
 

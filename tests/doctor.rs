@@ -2,7 +2,9 @@
 //! `missing` or `warning`, with the fix where one is missing; exit 0 only when every link is ok.
 //! Each test is a project in a temporary HOME with its own state directory; Claude Code is a
 //! stand-in script on PATH (its command line, which the server reads for a channel flag, is
-//! the test's), or the real one (`FILEWATCH_CLAUDE_BIN`) for the plugin.
+//! the test's), or the real one (`FILEWATCH_CLAUDE_BIN`) for the plugin. Unix only: the
+//! stand-in is a shell script.
+#![cfg(unix)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -135,8 +137,18 @@ fn status<'a>(text: &'a str, link: &str) -> &'a str {
 }
 
 /// The links doctor checks, in its order.
-const LINKS: &[&str] =
-    &["claude", "server", "hooks", "debug-log", "state", "owner", "channel", "editor", "inotify", "round-trip"];
+const LINKS: &[&str] = &[
+    "claude",
+    "server",
+    "hooks",
+    "debug-log",
+    "state",
+    "owner",
+    "channel",
+    "editor",
+    "inotify",
+    "round-trip",
+];
 
 /// Everything in place: registered, hooks installed, a session with the channel flag owning
 /// the root; the round trip runs outside the project.
@@ -159,7 +171,10 @@ fn a_healthy_project_is_ok_on_every_line() {
     assert!(trip.contains("announced") && trip.contains("removed"), "{text}");
     assert!(!trip.contains(p.root.to_str().unwrap()), "the round trip ran in the project: {trip}");
     // Nothing of the round trip is left in the project, nor its scratch directory.
-    assert_eq!(std::fs::read_to_string(p.root.join("main.py")).unwrap(), "def f():\n    return 1\n");
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("main.py")).unwrap(),
+        "def f():\n    return 1\n"
+    );
     assert_eq!(std::fs::read_dir(&p.root).unwrap().count(), 2, "main.py and .claude/ only");
     let scratch = trip.split(" in ").last().unwrap().split(' ').next().unwrap();
     let scratch = Path::new(scratch).ancestors().nth(2).unwrap();
@@ -227,7 +242,8 @@ fn hostile_inputs_give_lines_not_panics() {
     let log = std::fs::File::create(debug.join("s.txt")).unwrap();
     log.set_len(4 << 30).unwrap(); // sparse: 4 GiB of zeros, then the line
     drop(log);
-    let tail = "\n2026-12-02T10:00:00.000Z [DEBUG] MCP server \"filewatch\": Channel notifications \
+    let tail =
+        "\n2026-12-02T10:00:00.000Z [DEBUG] MCP server \"filewatch\": Channel notifications \
                 skipped: channels feature is not currently available\n";
     std::fs::OpenOptions::new()
         .append(true)
@@ -240,7 +256,10 @@ fn hostile_inputs_give_lines_not_panics() {
     assert!(t.elapsed() < DEADLINE * 3, "doctor read the whole debug log?");
     assert!(line(&text, "server").contains(".claude.json"), "{text}");
     assert!(line(&text, "hooks").contains("settings.local.json"), "{text}");
-    assert!(line(&text, "debug-log").contains("channels feature is not currently available"), "{text}");
+    assert!(
+        line(&text, "debug-log").contains("channels feature is not currently available"),
+        "{text}"
+    );
     assert_eq!(status(&text, "debug-log"), "warning", "{text}");
 
     // No HOME, and a state directory that is a file.
@@ -297,6 +316,9 @@ fn the_plugin_installed_by_the_real_claude_code() {
     run(&["plugin", "disable", "filewatch@filewatch-mcp"]);
     let (text, out) = p.doctor(&[("FILEWATCH_CLAUDE_BIN", claude_bin)]);
     assert_eq!(status(&text, "server"), "missing", "{text}");
-    assert!(line(&text, "server").contains("claude plugin enable filewatch@filewatch-mcp"), "{text}");
+    assert!(
+        line(&text, "server").contains("claude plugin enable filewatch@filewatch-mcp"),
+        "{text}"
+    );
     assert_eq!(out.status.code(), Some(1), "{text}");
 }

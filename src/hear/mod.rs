@@ -20,6 +20,7 @@
 //! the state directory ([`wire`]). Only the owner's hub hands asks out, so with two sessions on
 //! a root only the owner's session hears them.
 
+pub mod flag;
 pub mod hook;
 pub mod hub;
 pub mod settings;
@@ -27,6 +28,7 @@ mod text;
 mod transcript;
 pub mod wire;
 
+pub use flag::ChannelFlag;
 pub use hook::{run_hook, HookRun};
 pub use hub::Hub;
 pub use text::{for_model, RESOLVE_LINE};

@@ -296,6 +296,40 @@ fn fstype_of(mounts: &str, path: &Path) -> Option<String> {
     best.map(|(_, fstype)| fstype.to_string())
 }
 
+/// inotify's limits (`/proc/sys/fs/inotify`) and what this user's processes hold of them: each
+/// inotify descriptor in `/proc/<pid>/fd` of a process of this user's, and its `inotify wd:`
+/// lines in `/proc/<pid>/fdinfo` (one a watch). `None` where the limits cannot be read.
+pub fn watch_limits() -> Option<crate::sys::WatchLimits> {
+    use std::os::unix::fs::MetadataExt;
+    let limit = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/proc/sys/fs/inotify/{name}")).ok()?.trim().parse().ok()
+    };
+    let (max_watches, max_instances) = (limit("max_user_watches")?, limit("max_user_instances")?);
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let (mut watches_in_use, mut instances_in_use) = (0, 0);
+    for process in std::fs::read_dir("/proc").ok()?.flatten() {
+        let ours = process.metadata().is_ok_and(|m| m.uid() == uid);
+        let is_pid = process.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok());
+        if !ours || !is_pid {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else { continue };
+        for fd in fds.flatten() {
+            let is_inotify = std::fs::read_link(fd.path())
+                .is_ok_and(|target| target.as_os_str() == "anon_inode:inotify");
+            if !is_inotify {
+                continue;
+            }
+            instances_in_use += 1;
+            let info = process.path().join("fdinfo").join(fd.file_name());
+            let info = std::fs::read_to_string(info).unwrap_or_default();
+            watches_in_use += info.lines().filter(|l| l.starts_with("inotify wd:")).count() as u64;
+        }
+    }
+    Some(crate::sys::WatchLimits { max_watches, max_instances, watches_in_use, instances_in_use })
+}
+
 /// The parent of process `pid`, from `/proc/<pid>/stat` (the field after the state, which
 /// follows the last `)`: a command name may hold one).
 pub fn process_parent(pid: u32) -> Option<u32> {

@@ -88,6 +88,11 @@ pub fn watch_caveat(_root: &Path) -> Option<String> {
     None
 }
 
+/// FSEvents has no per-user watch limit: one recursive stream watches the whole tree.
+pub fn watch_limits() -> Option<crate::sys::WatchLimits> {
+    None
+}
+
 /// macOS has no path that names an open directory itself (`/dev/fd/N` is not traversable):
 /// files are named by their path, checked component by component just before.
 pub fn fd_path(_dir: &std::fs::File) -> Option<std::path::PathBuf> {

@@ -40,9 +40,23 @@ pub use imp::{
     name_unnamed, open_append, open_read, open_state, os_string_from_bytes, owned_by_me,
     parent_pid, path_file_id, plain_path, private_dir, process_alive, refusal_kind, release_lease,
     rename_noreplace, same_dir, slash_path, special_kind, stdout_file, take_lease,
-    take_write_lease, unnamed_file_in, watch_caveat, writable, BACKGROUND_HOOKS_BLOCK,
-    SWAP_KEEPS_FILE_IDS, WATCH_MODE,
+    take_write_lease, unnamed_file_in, watch_caveat, watch_limits, writable,
+    BACKGROUND_HOOKS_BLOCK, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
 };
+
+/// The OS's limits on watches, and what this user's processes use of them (inotify's are per
+/// user: every program of the user's that watches files shares them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLimits {
+    /// `fs.inotify.max_user_watches`.
+    pub max_watches: u64,
+    /// `fs.inotify.max_user_instances`.
+    pub max_instances: u64,
+    /// Watches held now by this user's processes (those whose file descriptors can be read).
+    pub watches_in_use: u64,
+    /// inotify instances open now in this user's processes.
+    pub instances_in_use: u64,
+}
 
 /// What [`take_lease`] learnt about the other programs that have a file open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -462,6 +462,11 @@ pub fn watch_caveat(_root: &Path) -> Option<String> {
     None
 }
 
+/// `ReadDirectoryChangesW` has no per-user watch limit: one recursive watch covers the tree.
+pub fn watch_limits() -> Option<super::WatchLimits> {
+    None
+}
+
 /// `rel` (a directory under `root`) opened one component at a time, each the directory itself
 /// (`FILE_FLAG_OPEN_REPARSE_POINT`: a symlink or junction is refused, not followed), and held
 /// without `FILE_SHARE_DELETE`, with every directory above it up to the root: while they are
