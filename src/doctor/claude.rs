@@ -211,7 +211,8 @@ mod tests {
         let log = "\
 2026-12-02T12:12:39Z [DEBUG] MCP server \"filewatch\": Connection failed after 5ms (ENOENT)
 2026-12-02T12:12:40Z [DEBUG] MCP server \"other\": Channel notifications registered
-2026-12-02T12:12:41Z [DEBUG] MCP server \"filewatch\": Channel notifications skipped: channels feature is not currently available
+2026-12-02T12:12:41Z [DEBUG] MCP server \"filewatch\": Channel notifications skipped: \
+channels feature is not currently available
 2026-12-02T12:12:42Z [DEBUG] MCP server \"other\": Connection failed";
         let names = vec!["filewatch".to_string()];
         let Some(Said::Skipped(_, reason)) = last_word(log, &names) else { panic!() };

@@ -488,3 +488,26 @@ impl Servers {
         Line::warning(LINK, format!("{}; but {}", good.join("; "), problems.join("; ")), fix)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_filewatch_server_is_known_by_its_command() {
+        for spec in [
+            json!({"command": "filewatch-mcp", "args": ["--root", "."]}),
+            json!({"command": "/home/u/.cargo/bin/filewatch-mcp"}),
+            json!({"command": "C:\\bin\\filewatch-mcp.exe"}),
+            json!({"command": "npx", "args": ["-y", "filewatch-mcp@0.1.0"]}),
+            json!({"command": "/x/plugin/bin/filewatch-mcp-launch", "args": ["--root", "/p"]}),
+        ] {
+            assert!(is_filewatch(&spec), "{spec}");
+        }
+        for spec in [json!({"command": "node", "args": ["server.js"]}), json!({"url": "http://x"})]
+        {
+            assert!(!is_filewatch(&spec), "{spec}");
+        }
+    }
+}

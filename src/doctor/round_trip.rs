@@ -57,7 +57,8 @@ pub(super) fn run(place: &Place) -> Line {
         Err(why) => Line::missing(
             LINK,
             format!("{why}, {where_}"),
-            "run `filewatch-mcp watch` in the project, save an `@claude` comment and read what it says",
+            "run `filewatch-mcp watch` in the project, save an `@claude` comment and read what \
+             it says",
         ),
     }
 }

@@ -137,7 +137,8 @@ impl Owner {
         let alive = |pid: u32| if crate::sys::process_alive(pid) { "alive" } else { "gone" };
         if info.command == "watch" {
             let text = format!(
-                "`filewatch-mcp watch` pid {} ({}) owns the root: asks go to its terminal, not to Claude",
+                "`filewatch-mcp watch` pid {} ({}) owns the root: asks go to its terminal, not to \
+                 Claude",
                 info.pid,
                 alive(info.pid)
             );
@@ -206,25 +207,40 @@ impl Owner {
             return Line::ok(LINK, "no session owns the root: no channel flag to look at");
         };
         let name = if plugin { "plugin:filewatch@filewatch-mcp" } else { "server:filewatch" };
-        let fix = format!("start `claude --dangerously-load-development-channels {name}` for the channel's fast path (the hooks carry the asks meanwhile)");
+        let fix = format!(
+            "start `claude --dangerously-load-development-channels {name}` for the channel's \
+             fast path (the hooks carry the asks meanwhile)"
+        );
         match ChannelFlag::of(&self.ancestors(info)) {
-            ChannelFlag::Given { pid, words } if words.contains("filewatch") || !words.contains(':') => {
-                Line::ok(LINK, format!("Claude Code pid {pid} was started with `{words}`: the channel is the fast path, the hooks fill its gaps"))
+            ChannelFlag::Given { pid, words }
+                if words.contains("filewatch") || !words.contains(':') =>
+            {
+                let text = format!(
+                    "Claude Code pid {pid} was started with `{words}`: the channel is asked for \
+                     (whether Claude Code registered it: debug-log), the hooks fill its gaps"
+                );
+                Line::ok(LINK, text)
             }
             ChannelFlag::Given { pid, words } => Line::warning(
                 LINK,
-                format!("Claude Code pid {pid} was started with `{words}`, which does not name filewatch: asks come by the hooks alone"),
+                format!(
+                    "Claude Code pid {pid} was started with `{words}`, which does not name \
+                     filewatch: asks come by the hooks alone"
+                ),
                 fix,
             ),
             ChannelFlag::Absent => Line::warning(
                 LINK,
                 format!(
-                    "Claude Code pid {} was started without a channel flag: asks come by the hooks alone",
+                    "Claude Code pid {} was started without a channel flag: asks come by the \
+                     hooks alone",
                     info.parent_pid.unwrap_or(0)
                 ),
                 fix,
             ),
-            ChannelFlag::Unknown => Line::ok(LINK, "cannot tell (command lines cannot be read here)"),
+            ChannelFlag::Unknown => {
+                Line::ok(LINK, "cannot tell (command lines cannot be read here)")
+            }
         }
     }
 }
@@ -240,8 +256,9 @@ pub(super) fn editor(place: &Place) -> Line {
     let text = if habit.autosave {
         let settle = habit.ask_settle(std::time::Duration::from_secs(5));
         format!(
-            "autosave learned: the editor saves while you type, so an ask goes out once its text \
-             has stood still ({:.1} s with the default --settle) and no tag is written",
+            "autosave learned: the editor saves while you type, so an ask is a draft until its \
+             text has stood unchanged for the draft wait ({:.1} s with the default --settle), and \
+             no tag is written",
             settle.as_secs_f32()
         )
     } else {
