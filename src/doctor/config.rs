@@ -110,8 +110,11 @@ impl ClaudeConfig {
         let (mcp_path, mcp_json) = &self.mcp_json;
         problems.extend(bad(mcp_json));
         for (name, spec) in ours(&mcp_json.value()["mcpServers"]) {
-            let mut server =
-                Server::registered(name, spec, format!("{} (project scope)", shown(mcp_path)));
+            let mut server = Server::registered(
+                name,
+                spec,
+                format!("{} (project scope)", place.shown(mcp_path)),
+            );
             server.approval(self, &place.root);
             found.push(server);
         }
@@ -174,7 +177,7 @@ impl ClaudeConfig {
 
     /// The `hooks` line: which of the hook set are installed where, and whether the binary
     /// they run runs.
-    pub(super) fn hooks(&self, servers: &Servers) -> Line {
+    pub(super) fn hooks(&self, place: &Place, servers: &Servers) -> Line {
         const LINK: &str = "hooks";
         let mut sources: Vec<HookSource> = Vec::new();
         let mut problems = Vec::new();
@@ -182,10 +185,10 @@ impl ClaudeConfig {
             match json {
                 Json::Bad(why) => problems.push(format!("{why}: its hooks do not run")),
                 Json::Value(v) if v["disableAllHooks"] == true => {
-                    problems.push(format!("{}: disableAllHooks is set", shown(path)));
+                    problems.push(format!("{}: disableAllHooks is set", place.shown(path)));
                 }
                 Json::Value(v) => {
-                    let source = HookSource::of(shown(path), v);
+                    let source = HookSource::of(place.shown(path), v);
                     if !source.events.is_empty() {
                         sources.push(source);
                     }

@@ -102,6 +102,16 @@ pub(crate) struct Place {
     trigger: String,
 }
 
+impl Place {
+    /// A path as the user knows it: `./…` in the project, `~/…` under HOME.
+    fn shown(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root) {
+            Ok(rest) if !rest.as_os_str().is_empty() => format!("./{}", crate::slash_path(rest)),
+            _ => shown(path),
+        }
+    }
+}
+
 /// Checks every link, writing each line to `out` as it is found; true if every link is ok.
 /// Fails only if `out` cannot be written or the root is not a directory.
 pub fn run(options: &Options, out: &mut dyn Write) -> io::Result<bool> {
@@ -133,7 +143,7 @@ pub fn run(options: &Options, out: &mut dyn Write) -> io::Result<bool> {
     let config = config::ClaudeConfig::load(&place);
     let servers = config.servers(&place);
     say(servers.line(), out)?;
-    say(config.hooks(&servers), out)?;
+    say(config.hooks(&place, &servers), out)?;
     say(claude::debug_log(&place, &servers.names()), out)?;
     say(session::state_dir(&place), out)?;
     let owner = session::Owner::find(&place);
@@ -276,15 +286,8 @@ impl Json {
     }
 }
 
-/// A path as the user knows it: `./…` under the working directory (the project, usually),
-/// `~/…` under HOME.
+/// A path as the user knows it: `~/…` under HOME.
 pub(crate) fn shown(path: &Path) -> String {
-    let here = std::env::current_dir().ok().and_then(|d| d.canonicalize().ok());
-    if let Some(rest) = here.and_then(|here| path.strip_prefix(here).ok().map(Path::to_path_buf)) {
-        if !rest.as_os_str().is_empty() {
-            return format!("./{}", crate::slash_path(&rest));
-        }
-    }
     if let Some(home) = crate::hear::settings::home_dir() {
         if let Ok(rest) = path.strip_prefix(&home) {
             return format!("~/{}", crate::slash_path(rest));
