@@ -33,6 +33,7 @@ fn records(first: u32, n: u32, file: &str) -> Vec<AskRecord> {
             announced: now(),
             resolved: None,
             heard: None,
+            unsent: false,
         })
         .collect()
 }

@@ -65,6 +65,12 @@ pub struct AskRecord {
     /// a heard ask is tagged. Records of the version before have none.
     #[serde(default)]
     pub heard: Option<u64>,
+    /// Recorded, and not yet written to a client: set when the ask is recorded, cleared once
+    /// the client got it. A pending ask still unsent when another owner looks at its file was
+    /// recorded by an owner that died before sending it (SIGKILL): it is announced again,
+    /// under its id. (Records of the versions before have none: sent.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsent: bool,
 }
 
 impl AskRecord {
@@ -200,6 +206,18 @@ impl Asks {
         self.view(|records| records.iter().find(|r| r.id == id).cloned())
     }
 
+    /// The asks reached their client: no longer unsent ([`AskRecord::unsent`]).
+    pub fn sent(&self, ids: &[MarkerId]) {
+        if !self.view(|records| records.iter().any(|r| r.unsent && ids.contains(&r.id))) {
+            return;
+        }
+        self.update(|records| {
+            for r in records.iter_mut().filter(|r| r.unsent && ids.contains(&r.id)) {
+                r.unsent = false;
+            }
+        });
+    }
+
     /// Marks the asks heard now (those not heard already).
     pub fn hear(&self, ids: &[MarkerId]) {
         self.update(|records| {
@@ -273,6 +291,7 @@ mod tests {
             announced: now(),
             resolved: None,
             heard: None,
+            unsent: false,
         }
     }
 

@@ -241,6 +241,7 @@ mod tests {
             announced: asks::now(),
             resolved,
             heard: None,
+            unsent: false,
         }
     }
 

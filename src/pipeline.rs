@@ -515,6 +515,7 @@ mod tests {
             announced: crate::asks::now(),
             resolved: None,
             heard: None,
+            unsent: false,
         };
         // The user deleted the ask's second line after it was announced.
         write(&p, format!("# @claude[fw-0000abcd] explain\n{committed}")).unwrap();

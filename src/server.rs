@@ -161,7 +161,7 @@ impl Shared {
     async fn announce(&self, out: Outgoing) {
         let mut channel = self.channel.lock().await;
         if channel.open {
-            send(&self.out, out).await;
+            send(&self.out, out, &self.asks).await;
         } else {
             channel.queue.push(out);
         }
@@ -278,9 +278,13 @@ pub fn takeover_notice(root: &Path) -> Value {
 
 /// Hands one notification to the stdout writer, written as a JSON-RPC line of its own (rmcp
 /// is not in between: the writer tells the live worker when the line is out).
-async fn send(lines: &mpsc::Sender<Line>, out: Outgoing) {
+async fn send(lines: &mpsc::Sender<Line>, out: Outgoing, asks: &Asks) {
     let (params, written, what) = match out {
         Outgoing::Ask(a) => {
+            // Marked sent just before it goes (not after: an owner killed in between would
+            // leave the next one to announce it again, to a session that may have it). One
+            // killed before this point leaves it unsent: the next owner announces it.
+            asks.sent(&[a.ask.record]);
             let what = format!("{}:{} {}", a.ask.file, a.ask.marker.line, a.ask.label());
             (channel_notification(&a.ask), a.written, what)
         }
@@ -466,7 +470,7 @@ impl ServerHandler for FilewatchServer {
     async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {
         let mut channel = self.shared.channel.lock().await;
         for out in std::mem::take(&mut channel.queue) {
-            send(&self.shared.out, out).await;
+            send(&self.shared.out, out, &self.shared.asks).await;
         }
         channel.open = true;
         tracing::debug!("client initialized; channel open");

@@ -161,6 +161,7 @@ mod tests {
             announced: 1,
             resolved: None,
             heard: None,
+            unsent: false,
         }
     }
 

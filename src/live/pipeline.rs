@@ -18,7 +18,7 @@ use crate::watch::Change;
 
 use super::files::{Files, Seen};
 use super::provenance::Provenance;
-use super::reconcile::Ledger;
+use super::reconcile::{Ledger, Reconciled};
 use super::tag_queue::TagQueue;
 use super::typing::Typing;
 use super::Ask;
@@ -39,6 +39,9 @@ pub struct LivePipeline<'t> {
     pub(super) tags: TagQueue,
     /// Files with more asks ready than one round handed on.
     backlog: VecDeque<Change>,
+    /// Asks recorded by an owner that died before sending them, found in the change at hand:
+    /// ready at once, announced under their ids as they were (no revision).
+    unsent: HashSet<MarkerId>,
     /// Runs between the read and the stamp's write: tests change the file there.
     #[cfg(test)]
     pub(super) before_stamp: Option<Hook>,
@@ -66,6 +69,7 @@ impl<'t> LivePipeline<'t> {
             typing: Typing::default(),
             tags: TagQueue::default(),
             backlog: VecDeque::new(),
+            unsent: HashSet::new(),
             #[cfg(test)]
             before_stamp: None,
         }
@@ -167,7 +171,11 @@ impl<'t> LivePipeline<'t> {
     fn look(&mut self, change: &Change, room: usize) -> Vec<Ask> {
         let now = Instant::now();
         let Some((seen, candidates, diff)) = self.see(change, now) else { return Vec::new() };
-        let ready = self.typing.ready(&seen.path, candidates, diff, now);
+        let unsent = &self.unsent;
+        let (mut ready, candidates): (Vec<Draft>, Vec<Draft>) =
+            candidates.into_iter().partition(|d| d.revises.is_some_and(|id| unsent.contains(&id)));
+        ready.extend(self.typing.ready(&seen.path, candidates, diff, now));
+        ready.sort_by_key(|d| d.marker.line);
         self.announce_ready(&seen, ready, room, change, now)
     }
 
@@ -245,7 +253,8 @@ impl<'t> LivePipeline<'t> {
             return (Vec::new(), Vec::new()); // nothing to ask, nothing to close
         }
         let found = seen.found().after(diff);
-        let (pairs, revisions) = self.ledger.reconcile(&found, self.typing.revising());
+        let Reconciled { pairs, revisions, unsent } =
+            self.ledger.reconcile(&found, self.typing.revising());
         for v in &revisions {
             let line = markers[v.marker].line;
             tracing::debug!("{}:{line}: {} changed under the user's hands", path.display(), v.id);
@@ -254,10 +263,18 @@ impl<'t> LivePipeline<'t> {
             self.tags.clear(); // nothing is written under an autosaving editor's typing
         }
         let revised: HashSet<usize> = revisions.iter().map(|v| v.marker).collect();
-        let revisions = revisions
+        let mut revisions: Vec<Draft> = revisions
             .into_iter()
             .map(|v| Draft::new(markers[v.marker].clone(), Some(v.id), now))
             .collect();
+        for (mi, id) in unsent {
+            tracing::debug!(
+                "{}: {id} was recorded and never sent; announced again",
+                path.display()
+            );
+            self.unsent.insert(id);
+            revisions.push(Draft::new(markers[mi].clone(), Some(id), now));
+        }
         let fresh = markers
             .iter()
             .enumerate()
@@ -357,6 +374,7 @@ impl<'t> LivePipeline<'t> {
         let taggable = mode == TagMode::File && taggable(seen, ready.len());
         let with_id = taggable || mode == TagMode::Never;
         let (claimed, revised) = self.ledger.record(&seen.found(), ready);
+        let unsent = std::mem::take(&mut self.unsent);
         let stamped = taggable && !self.typing.autosaves();
         // Claimed and revised markers carry their record's id; a file that cannot be tagged
         // (with `--tag file`) is announced without it (Claude asks the user to remove it).
@@ -369,7 +387,11 @@ impl<'t> LivePipeline<'t> {
             Some(Ask { path, file, marker, record, stamped, revised })
         };
         let mut asks: Vec<Ask> = claimed.into_iter().filter_map(|m| ask(m, false)).collect();
-        asks.extend(revised.into_iter().filter_map(|m| ask(m, true)));
+        let resent = |m: &Marker| m.tag.is_some_and(|id| unsent.contains(&id));
+        asks.extend(revised.into_iter().filter_map(|m| {
+            let revised = !resent(&m);
+            ask(m, revised)
+        }));
         asks.sort_by_key(|a| a.marker.line);
         asks
     }

@@ -33,6 +33,16 @@ pub(super) struct Revision {
     pub soon: bool,
 }
 
+/// A file's markers reconciled with the ledger ([`Ledger::reconcile`]).
+pub(super) struct Reconciled {
+    /// The record each marker is, if any (an index into the records).
+    pub pairs: Vec<Option<usize>>,
+    /// The asks still being typed.
+    pub revisions: Vec<Revision>,
+    /// Markers (by index) whose record was never sent, with its id.
+    pub unsent: Vec<(usize, MarkerId)>,
+}
+
 /// The asks of the root, and where their ids go.
 pub(super) struct Ledger {
     pub(super) asks: Asks,
@@ -49,13 +59,21 @@ impl Ledger {
     /// Reconciles the markers of a save with the records: returns which record each marker is
     /// and, when `revising`, the asks still being typed. The asks of the file whose marker is
     /// gone are closed, and every other one's place is brought up to date.
-    pub fn reconcile(&self, found: &InFile, revising: bool) -> (Vec<Option<usize>>, Vec<Revision>) {
+    /// Also returns the markers that are asks recorded and never sent (their owner died in
+    /// between: see [`AskRecord::unsent`]), with their ids: to be announced again.
+    pub fn reconcile(&self, found: &InFile, revising: bool) -> Reconciled {
         self.asks.update(|records| {
             let pairs = pairing::pair(found, records);
             let revisions =
                 if revising { find_revisions(found, &pairs, records) } else { Vec::new() };
             close_gone(found, &pairs, &revisions, records);
-            (pairs, revisions)
+            let unsent = pairs.iter().enumerate().filter_map(|(mi, p)| {
+                let r = &records[(*p)?];
+                let revised = revisions.iter().any(|v| v.marker == mi);
+                (r.unsent && r.is_pending() && !revised).then_some((mi, r.id))
+            });
+            let unsent = unsent.collect();
+            Reconciled { pairs, revisions, unsent }
         })
     }
 
@@ -234,6 +252,7 @@ fn record(src: &[u8], file: &str, m: &Marker, id: MarkerId) -> AskRecord {
         announced: asks::now(),
         resolved: None,
         heard: None,
+        unsent: true,
     }
 }
 

@@ -104,6 +104,8 @@ impl LivePipeline<'_> {
     /// them (the terminal), so they are heard now; else they are heard when the client says so
     /// ([`LivePipeline::heard`]). A heard ask to be tagged gets its tag once its file is quiet.
     pub fn delivered(&mut self, asks: &[Ask], heard: bool) {
+        let ids: Vec<MarkerId> = asks.iter().map(|a| a.record).collect();
+        self.ledger.asks.sent(&ids);
         if heard {
             let ids: Vec<MarkerId> = asks.iter().map(|a| a.record).collect();
             self.ledger.asks.hear(&ids);
