@@ -67,6 +67,8 @@ pub fn bin() -> std::ffi::OsString {
 pub struct WatchProcess {
     pub child: Child,
     pub asks: Receiver<Value>,
+    /// The other JSON lines: events (`{"event": "autosave", …}`).
+    pub events: Receiver<Value>,
     pub log: Receiver<String>,
     /// A state directory of its own, unless the caller gave one.
     _state: Option<tempfile::TempDir>,
@@ -101,10 +103,13 @@ impl WatchProcess {
             .spawn()
             .expect("start filewatch-mcp watch");
         let (ask_tx, asks) = mpsc::channel();
+        let (event_tx, events) = mpsc::channel();
         let stdout = child.stdout.take().unwrap();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = ask_tx.send(serde_json::from_str(&line).expect("a JSON line"));
+                let value: Value = serde_json::from_str(&line).expect("a JSON line");
+                let tx = if value.get("event").is_some() { &event_tx } else { &ask_tx };
+                let _ = tx.send(value);
             }
         });
         let (log_tx, log) = mpsc::channel();
@@ -115,7 +120,7 @@ impl WatchProcess {
                 let _ = log_tx.send(line);
             }
         });
-        WatchProcess { child, asks, log, _state: state }
+        WatchProcess { child, asks, events, log, _state: state }
     }
 
     /// The stderr lines up to and including the first that contains `pattern` (panics if none
