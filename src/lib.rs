@@ -45,6 +45,9 @@ mod walk;
 mod watch;
 
 pub use asks::{AskRecord, Asks, TagMode, RESOLVED_WINDOW};
+pub use autosave::{
+    mode_line as autosave_mode_line, reset as autosave_reset, show as autosave_show, ModeSwitch,
+};
 pub use claude_writes::{record_hook, HookError};
 pub use error::{Problem, StartError};
 pub use fsio::{read_source, replace_checked, ReadError, Source, WriteError, MAX_FILE_SIZE};

@@ -2,7 +2,6 @@
 //! `stamp`, `resolve` and `languages`.
 
 use std::io::{self, BufWriter, Write};
-use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -213,6 +212,15 @@ enum Command {
         #[arg(long, default_value = ".")]
         root: PathBuf,
     },
+    /// What was learned of the root's editor — it autosaves, or you save deliberately — and
+    /// the evidence for it; or forget it (docs/editors.md#autosave).
+    #[command(after_help = "Exit status:
+  0  shown, or forgotten
+  2  the root cannot be found, or there is no state directory, or its file cannot be removed")]
+    Autosave {
+        #[command(subcommand)]
+        action: AutosaveAction,
+    },
     /// Print the language table: file types, and grammar or fallback.
     #[command(after_help = "Exit status:
   0  always (2 for a bad flag)")]
@@ -220,6 +228,24 @@ enum Command {
         /// One JSON object per language and line.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// What `filewatch-mcp autosave` does.
+#[derive(Subcommand)]
+enum AutosaveAction {
+    /// Print the root's mode (autosave or deliberate saves) and the evidence for it.
+    Show {
+        /// The project.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
+    /// Forget it: the root saves deliberately again — in a running server too, from its next
+    /// save.
+    Reset {
+        /// The project.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
     },
 }
 
@@ -283,6 +309,7 @@ fn main() -> ExitCode {
         Command::Languages { json } => languages(json),
         Command::Hooks { action } => hooks(action),
         Command::Doctor { root } => doctor(root),
+        Command::Autosave { action } => autosave(action),
         Command::Hook { wait } => {
             let (mut out, mut err) = (io::stdout().lock(), io::stderr().lock());
             let run = filewatch_mcp::hear::run_hook(io::stdin().lock(), wait, &mut out, &mut err);
@@ -497,14 +524,8 @@ fn watch(dir: Option<&Path>, args: &LiveArgs, json: bool) -> anyhow::Result<Exit
             }
         }
     };
-    let (failed_tx, failed_rx) = std::sync::mpsc::channel::<io::Error>();
-    let sink = move |ask: filewatch_mcp::Ask| match print_ask(&ask, json) {
-        Ok(()) => ControlFlow::Continue(()),
-        Err(e) => {
-            let _ = failed_tx.send(e);
-            ControlFlow::Break(())
-        }
-    };
+    let (failed, failed_rx) = std::sync::mpsc::channel::<io::Error>();
+    let sink = Terminal { json, failed };
     let mut live = match since {
         None => Live::start(&options, sink)?,
         Some(since) => Live::take_over(&options, None, since, sink)?,
@@ -540,6 +561,51 @@ fn watch(dir: Option<&Path>, args: &LiveArgs, json: bool) -> anyhow::Result<Exit
 /// `1 directory`, `2 directories`.
 fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `watch`'s output: each ask on stdout; with `--json`, also the root's switches between
+/// deliberate saves and autosave, as events (stderr says them in any case).
+struct Terminal {
+    json: bool,
+    /// Where a failed write goes: the watch ends with it.
+    failed: std::sync::mpsc::Sender<io::Error>,
+}
+
+impl filewatch_mcp::Sink for Terminal {
+    fn deliver(&mut self, ask: filewatch_mcp::Ask) -> filewatch_mcp::Delivery {
+        match print_ask(&ask, self.json) {
+            Ok(()) => filewatch_mcp::Delivery::Delivered,
+            Err(e) => {
+                let _ = self.failed.send(e);
+                filewatch_mcp::Delivery::Closed
+            }
+        }
+    }
+
+    fn switched(&mut self, switch: &filewatch_mcp::ModeSwitch) {
+        if !self.json {
+            return;
+        }
+        let event = serde_json::json!({
+            "event": "autosave",
+            "root": switch.root.to_string_lossy(),
+            "autosave": switch.autosave,
+            "message": switch.line,
+        });
+        let mut out = io::stdout().lock();
+        // A closed stdout ends the watch at its next ask.
+        let _ = writeln!(out, "{event}").and_then(|()| out.flush());
+    }
+}
+
+/// `filewatch-mcp autosave show|reset`: one line on stdout.
+fn autosave(action: AutosaveAction) -> anyhow::Result<ExitCode> {
+    let line = match action {
+        AutosaveAction::Show { root } => filewatch_mcp::autosave_show(&root),
+        AutosaveAction::Reset { root } => filewatch_mcp::autosave_reset(&root),
+    };
+    writeln!(io::stdout().lock(), "{}", line?)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// One ask on stdout, as it is found.

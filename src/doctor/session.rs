@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use super::{shown, thousands, Line, Place};
-use crate::autosave::{Habit, KeptHabit};
 use crate::hear::wire::{endpoints_dir, Endpoint};
 use crate::hear::ChannelFlag;
 use crate::owner::OwnerInfo;
@@ -245,26 +244,10 @@ impl Owner {
     }
 }
 
-/// What was learned of the root's editor: the one place the doctor asks the autosave stage.
-fn editor_mode(state_dir: Option<&Path>, root: &Path) -> Habit {
-    KeptHabit::load(state_dir, root).habit
-}
-
-/// The `editor` line.
+/// The `editor` line: what was learned of the root's editor and the evidence for it, as
+/// `filewatch-mcp autosave show` says it (the one place the doctor asks the autosave stage).
 pub(super) fn editor(place: &Place) -> Line {
-    let habit = editor_mode(place.state_dir.as_deref(), &place.root);
-    let text = if habit.autosave {
-        let settle = habit.ask_settle(std::time::Duration::from_secs(5));
-        format!(
-            "autosave learned: the editor saves while you type, so an ask is a draft until its \
-             text has stood unchanged for the draft wait ({:.1} s with the default --settle), and \
-             no tag is written",
-            settle.as_secs_f32()
-        )
-    } else {
-        "deliberate saves (no autosave seen on this root): each save of an ask sends it".to_string()
-    };
-    Line::ok("editor", text)
+    Line::ok("editor", crate::autosave::mode_line(place.state_dir.as_deref(), &place.root))
 }
 
 /// The `inotify` line: the directories to watch against the watches left.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::asks::{Asks, TagMode};
-use crate::autosave::{Draft, KeptHabit, LineDiff};
+use crate::autosave::{Draft, KeptHabit, LineDiff, ModeSwitch};
 use crate::fsio::{self, Source};
 use crate::git::GitWindow;
 use crate::id::MarkerId;
@@ -114,9 +114,19 @@ impl<'t> LivePipeline<'t> {
     /// run (see [`Files::is_news`]) — a rescan never fires markers nobody saved (a vendored
     /// file's, a dormant one).
     pub fn process_change(&mut self, change: &Change, room: usize) -> Vec<Ask> {
+        self.typing.saved(&change.path, Instant::now());
         let asks = self.look(change, room);
         self.files.let_go();
         asks
+    }
+
+    /// The switches of the root between deliberate saves and autosave since the last call
+    /// (each said in the log already), for the front end to tell its user.
+    pub fn switches(&mut self) -> Vec<ModeSwitch> {
+        if self.typing.autosaves() {
+            self.tags.clear(); // nothing is written under an autosaving editor's typing
+        }
+        self.typing.switches()
     }
 
     /// The next round of a file with more asks than one round took, if any.
@@ -151,6 +161,7 @@ impl<'t> LivePipeline<'t> {
     /// Claude's write in vain (returned, to be announced; at most `room`), and tags whose
     /// file is quiet (written).
     pub fn run_due(&mut self, now: Instant, room: usize) -> Vec<Ask> {
+        self.typing.refresh();
         let settle = self.typing.ask_settle();
         let mut asks = Vec::new();
         for path in self.typing.due_files(now, settle) {
@@ -259,8 +270,8 @@ impl<'t> LivePipeline<'t> {
             let line = markers[v.marker].line;
             tracing::debug!("{}:{line}: {} changed under the user's hands", path.display(), v.id);
         }
-        if revisions.iter().any(|v| v.soon) && self.typing.learn_autosave() {
-            self.tags.clear(); // nothing is written under an autosaving editor's typing
+        for v in revisions.iter().filter(|v| v.soon) {
+            self.typing.revised(path, v.id, &v.before, &markers[v.marker].text);
         }
         let revised: HashSet<usize> = revisions.iter().map(|v| v.marker).collect();
         let mut revisions: Vec<Draft> = revisions

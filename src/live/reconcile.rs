@@ -19,8 +19,8 @@ use super::Ask;
 /// being typed still: its new text is announced under the same id, as a revision.
 const REVISE_WINDOW: Duration = Duration::from_secs(60);
 
-/// A revision this soon after the announcement means the editor saved a fragment on its own:
-/// the root is learned to autosave.
+/// A revision this soon after the announcement may mean the editor saved a fragment on its own:
+/// if the ask grew, a piece of evidence that the root autosaves ([`crate::autosave`]).
 const LEARN_WINDOW: Duration = Duration::from_secs(10);
 
 /// An ask whose text the user is still typing.
@@ -29,8 +29,10 @@ pub(super) struct Revision {
     pub marker: usize,
     /// The ask's id.
     pub id: MarkerId,
-    /// Announced within [`LEARN_WINDOW`]: the editor saved a fragment on its own.
+    /// Announced within [`LEARN_WINDOW`]: the editor may have saved a fragment on its own.
     pub soon: bool,
+    /// Its text as announced.
+    pub before: String,
 }
 
 /// A file's markers reconciled with the ledger ([`Ledger::reconcile`]).
@@ -143,6 +145,7 @@ fn find_revisions(found: &InFile, pairs: &[Option<usize>], records: &[AskRecord]
         marker,
         id: r.id,
         soon: now.saturating_sub(r.announced) < LEARN_WINDOW.as_secs(),
+        before: r.text.clone(),
     };
     let mut out = Vec::new();
     for (mi, m) in markers.iter().enumerate() {

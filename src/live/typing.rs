@@ -3,10 +3,16 @@
 //! revision (an ask announced a moment ago whose text changed since) waits too. With no settle
 //! time every save is a deliberate one and nothing waits.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::autosave::{Draft, Drafts, KeptHabit, LineDiff};
+use crate::autosave::{self, Draft, Drafts, KeptHabit, LineDiff, ModeSwitch, Typed, HUMAN_PACE};
+use crate::id::MarkerId;
+
+/// How many files' last saves are kept before those older than [`RECENT`] are let go.
+const SAVES_KEPT: usize = 4096;
+const RECENT: Duration = Duration::from_secs(60);
 
 /// What the root's editor does while its user types, and the asks still being typed.
 #[derive(Default)]
@@ -18,12 +24,19 @@ pub(super) struct Typing {
     habit: KeptHabit,
     /// Asks that may still be being typed (autosaving editors).
     drafts: Drafts,
+    /// When each file was last saved, and the time between its last two saves: a save too soon
+    /// after the one before is a program's, not a person's typing.
+    saves: HashMap<PathBuf, (Instant, Option<Duration>)>,
+    /// The asks (by id) seen revised already: the later saves of each are its draft's.
+    revised: HashSet<MarkerId>,
+    /// The switches between deliberate saves and autosave not yet told.
+    switches: Vec<ModeSwitch>,
 }
 
 impl Typing {
     /// Asks settle for `settle` on a root whose editor has `habit`.
     pub fn new(settle: Duration, habit: KeptHabit) -> Self {
-        Typing { settle, habit, drafts: Drafts::default() }
+        Typing { settle, habit, ..Typing::default() }
     }
 
     /// True if asks announced a moment ago may be revised (there is a settle time).
@@ -36,9 +49,52 @@ impl Typing {
         self.habit.habit.autosave
     }
 
-    /// Learns that the editor autosaves; true if that is news.
-    pub fn learn_autosave(&mut self) -> bool {
-        self.habit.learn_autosave()
+    /// A save of `path` at `now`, before anything is made of it: the habit is read again if
+    /// its file changed (a reset), and the time since the file's last save is noted.
+    pub fn saved(&mut self, path: &Path, now: Instant) {
+        self.refresh();
+        if self.saves.len() >= SAVES_KEPT {
+            // A build's storm of files: only the last minute's saves can be a person's typing.
+            self.saves.retain(|_, (t, _)| now.saturating_duration_since(*t) < RECENT);
+        }
+        let last = self.saves.get(path).map(|&(t, _)| now.saturating_duration_since(t));
+        self.saves.insert(path.to_path_buf(), (now, last));
+    }
+
+    /// Reads the habit again if its file changed since (`autosave reset`).
+    pub fn refresh(&mut self) {
+        self.switches.extend(self.habit.refresh());
+    }
+
+    /// The time between the last two saves of `path`.
+    fn gap(&self, path: &Path) -> Option<Duration> {
+        self.saves.get(path).and_then(|&(_, gap)| gap)
+    }
+
+    /// The ask `id`, announced a moment ago, now reads `new` instead of `old` (this save
+    /// revises it): the first time, the user's pause is learned, and a piece of evidence if it
+    /// grew. (Its later saves are its draft's: see [`Typing::ready`].)
+    pub fn revised(&mut self, path: &Path, id: MarkerId, old: &str, new: &str) {
+        if !self.revised.insert(id) {
+            return;
+        }
+        let added = new.chars().count().saturating_sub(old.chars().count());
+        let Some(gap) = self.gap(path) else { return };
+        let grew = autosave::grew(old, new);
+        self.typed(path, Typed { gap, added, grew, revises: Some(id), first_growth: grew });
+    }
+
+    /// An ask seen changing from one save to the next: the user's pause is learned, and its
+    /// first growth is a piece of evidence — unless the save came too soon after the one
+    /// before, as a program's do.
+    fn typed(&mut self, path: &Path, t: Typed) {
+        if self.gap(path).is_some_and(|gap| gap < HUMAN_PACE) {
+            return;
+        }
+        self.habit.saw_pause(t.pause());
+        if t.grew && t.first_growth {
+            self.switches.extend(self.habit.saw_growth());
+        }
     }
 
     /// Of one save's `candidates` (fresh asks and revisions, `diff` what the save changed),
@@ -54,7 +110,23 @@ impl Typing {
             self.drafts.forget(path);
             return candidates;
         }
-        self.drafts.update(path, candidates, diff, now, &mut self.habit)
+        let (ready, typed) = self.drafts.update(path, candidates, diff, now);
+        for mut t in typed {
+            // An announced ask gave its evidence when it was first seen revised.
+            t.first_growth &= t.revises.is_none();
+            self.typed(path, t);
+        }
+        self.saw_ready(&ready);
+        ready
+    }
+
+    /// Asks ready: each saved whole on a root that autosaves takes a piece of evidence back.
+    fn saw_ready(&mut self, ready: &[Draft]) {
+        for _ in ready.iter().filter(|d| d.whole()) {
+            if self.autosaves() {
+                self.switches.extend(self.habit.saw_whole());
+            }
+        }
     }
 
     /// True if these candidates must wait for their text to settle: on a root whose editor
@@ -75,6 +147,11 @@ impl Typing {
         self.drafts.forget(path);
     }
 
+    /// The switches between deliberate saves and autosave since the last call.
+    pub fn switches(&mut self) -> Vec<ModeSwitch> {
+        std::mem::take(&mut self.switches)
+    }
+
     /// How long an ask's text must stay as it is before it is ready, on this root.
     pub fn ask_settle(&self) -> Duration {
         self.habit.habit.ask_settle(self.settle)
@@ -92,7 +169,16 @@ impl Typing {
 
     /// The drafts of `path` due at `now`.
     pub fn take_due(&mut self, path: &Path, now: Instant, settle: Duration) -> Vec<Draft> {
-        self.drafts.take_due(path, now, settle)
+        let due = self.drafts.take_due(path, now, settle);
+        self.saw_ready(&due);
+        due
+    }
+
+    /// Takes the root to autosave, as if it had been learned (tests).
+    #[cfg(test)]
+    pub fn assume_autosave(&mut self) {
+        self.habit.habit.autosave = true;
+        self.habit.habit.evidence = vec![autosave::unix_now(); 3];
     }
 }
 
@@ -119,7 +205,7 @@ mod tests {
             LivePipeline::with_asks(root.clone(), scanner(), TagMode::File, Asks::in_memory())
                 .settling(Duration::from_secs(5), None);
         live.provenance.claude = ClaudeWrites::in_dir(state.path());
-        live.typing.learn_autosave();
+        live.typing.assume_autosave();
         let p = root.join("a.py");
         crate::test_support::write(&p, "def f():\n    # @claude add a docstring\n    return 1\n")
             .unwrap();

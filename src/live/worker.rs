@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::asks::{Asks, TagMode};
+use crate::autosave::ModeSwitch;
 use crate::error::StartError;
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
@@ -69,6 +70,10 @@ pub trait Sink: Send + 'static {
     fn deliver_round(&mut self, asks: &[Ask]) -> usize {
         asks.iter().take_while(|a| self.deliver((*a).clone()) == Delivery::Delivered).count()
     }
+
+    /// The root switched between deliberate saves and autosave (said in the log already): a
+    /// front end that has more to tell its user about it does so here.
+    fn switched(&mut self, _switch: &ModeSwitch) {}
 }
 
 /// A closure is a sink that has delivered the ask when it returns [`ControlFlow::Continue`]
@@ -255,6 +260,9 @@ fn run_live(
             Err(RecvTimeoutError::Timeout) => live.run_due(Instant::now(), ROUND),
             Ok(Input::End) | Err(RecvTimeoutError::Disconnected) => break,
         };
+        for switch in live.switches() {
+            sink.switched(&switch);
+        }
         if hand_on(live, &mut sink, asks).is_break() {
             return;
         }

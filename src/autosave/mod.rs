@@ -4,121 +4,62 @@
 //!
 //! A save is a "send" only when the user presses save. An autosaving editor writes fragments:
 //! `@claude please`, then `@claude please refactor f1`, then the whole ask. Nothing in the file
-//! system tells a deliberate save from an automatic one, but their sequence does: an ask whose
-//! text changes from one save to the next is still being typed. So a root is taken to save
-//! deliberately until an ask is seen changing under the user's hands right after it was
-//! announced; from then on ([`Habit::autosave`], kept in the state directory for the next
-//! session) an untagged marker is a [`Draft`] until it is ready — when a save changes the file
-//! elsewhere while the ask's text stays as it was (the user moved on), or when its text has
+//! system tells a deliberate save from an automatic one, but their sequence does: an ask that
+//! grows from one save to the next is still being typed. A root is taken to save deliberately
+//! until asks were seen growing so on several saves ([`habit`]: repeated evidence, which fades);
+//! from then on an untagged marker is a [`Draft`] until it is ready — when a save changes the
+//! file elsewhere while the ask's text stays as it was (the user moved on), or when its text has
 //! not changed for the settle time (longer if this user's pauses while typing are longer).
 //! On such a root nothing is written into a file to announce an ask: its id stays in the
 //! record, as with `--tag never`, because a tag written under an editor's unsaved typing makes
 //! it stop its user with "changed on disk" or refuse its next save.
+
+mod habit;
 
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::id::MarkerId;
 use crate::scan::Marker;
 
-/// The longest an ask waits for its text to settle, however slowly its user types.
-pub const MAX_SETTLE: Duration = Duration::from_secs(15);
+#[cfg(test)]
+pub use habit::unix_now;
+pub use habit::{mode_line, reset, show, KeptHabit, ModeSwitch, HUMAN_PACE};
 
-/// Pauses longer than this between two saves of a changing ask are not typing pauses (the user
-/// left and came back): they do not stretch the settle time.
-const TYPING_GAP_LIMIT: Duration = Duration::from_secs(12);
+/// How long a person takes to type one character, to tell their pause from their typing: the
+/// time between two saves of an ask is the pause before its new words plus their typing (the
+/// editor saves its delay after the last keystroke each time, so that delay drops out).
+pub const KEYSTROKE: Duration = Duration::from_millis(150);
 
-/// What this root's editor does on its own, learned from its saves.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Habit {
-    /// The editor saves while its user types: an ask was seen changing from save to save.
-    pub autosave: bool,
-    /// The longest pause seen between two saves of an ask still being typed, in milliseconds.
-    #[serde(default)]
-    pub typing_gap_ms: u64,
+/// True if `new` is `old` with more typed after it: everything before `old`'s last word (which
+/// the save may have cut short) is there as it was, and more. A typo fixed in the middle is not.
+pub fn grew(old: &str, new: &str) -> bool {
+    let old = old.trim_end();
+    let Some(stem) = old.rfind(char::is_whitespace).map(|i| &old[..i]) else { return false };
+    new.len() > old.len() && new.starts_with(stem)
 }
 
-impl Habit {
-    /// How long an ask's text must stay as it is before it is ready: `settle`, or one and a
-    /// half of the longest typing pause seen on this root, at most [`MAX_SETTLE`].
-    pub fn ask_settle(&self, settle: Duration) -> Duration {
-        let gap = Duration::from_millis(self.typing_gap_ms);
-        settle.max(gap.mul_f32(1.5)).min(MAX_SETTLE.max(settle))
-    }
-
-    /// Takes note of a pause between two saves of an ask still being typed; true if the habit
-    /// changed (and should be kept).
-    fn saw_typing_gap(&mut self, gap: Duration) -> bool {
-        let ms = gap.as_millis() as u64;
-        if gap > TYPING_GAP_LIMIT || ms <= self.typing_gap_ms {
-            return false;
-        }
-        self.typing_gap_ms = ms;
-        true
-    }
+/// An ask seen changing from one save to the next: its user is typing it.
+#[derive(Debug, Clone, Copy)]
+pub struct Typed {
+    /// The time between the two saves.
+    pub gap: Duration,
+    /// How many characters were added.
+    pub added: usize,
+    /// It grew (see [`grew`]).
+    pub grew: bool,
+    /// The ask it revises, if it was announced.
+    pub revises: Option<MarkerId>,
+    /// The first time this draft (without an id) was seen growing.
+    pub first_growth: bool,
 }
 
-/// A [`Habit`] with the file it is kept in (none: this run only).
-#[derive(Debug, Default)]
-pub struct KeptHabit {
-    pub habit: Habit,
-    file: Option<PathBuf>,
-}
-
-impl KeptHabit {
-    /// The habit learned on `root` in earlier runs, from `<state dir>/<hash of root>.editor.json`;
-    /// a missing, unreadable or malformed file is a habit not learned yet.
-    pub fn load(state_dir: Option<&Path>, root: &Path) -> KeptHabit {
-        let Some(dir) = state_dir else { return KeptHabit::default() };
-        let file = crate::state::Place::of_root(dir, root).file("editor.json");
-        // Read with the care a user's file gets: no symlink followed, no FIFO, size-limited.
-        let habit = crate::fsio::read_source(&file)
-            .ok()
-            .and_then(|s| serde_json::from_slice(&s.bytes).ok())
-            .unwrap_or_default();
-        KeptHabit { habit, file: Some(file) }
-    }
-
-    /// Learns that the editor autosaves; true if that is news.
-    pub fn learn_autosave(&mut self) -> bool {
-        if self.habit.autosave {
-            return false;
-        }
-        self.habit.autosave = true;
-        tracing::info!(
-            "this editor saves while its user types: asks now wait for their text to settle"
-        );
-        self.keep();
-        true
-    }
-
-    fn saw_typing_gap(&mut self, gap: Duration) {
-        if self.habit.saw_typing_gap(gap) {
-            self.keep();
-        }
-    }
-
-    /// Writes the habit down (atomically; a failure only costs the next session the lesson).
-    fn keep(&self) {
-        let Some(file) = &self.file else { return };
-        let dir = file.parent().unwrap_or(Path::new("."));
-        let written = std::fs::create_dir_all(dir)
-            .and_then(|()| tempfile::NamedTempFile::new_in(dir))
-            .and_then(|mut tmp| {
-                serde_json::to_writer(&mut tmp, &self.habit)?;
-                tmp.persist(file).map_err(|e| e.error)?;
-                Ok(())
-            });
-        if let Err(e) = written {
-            tracing::warn!(
-                "{}: cannot keep what was learned about the editor: {e}",
-                file.display()
-            );
-        }
+impl Typed {
+    /// The user's pause before the new words: the time between the saves, less their typing.
+    pub fn pause(&self) -> Duration {
+        self.gap.saturating_sub(KEYSTROKE * self.added as u32)
     }
 }
 
@@ -132,12 +73,21 @@ pub struct Draft {
     pub revises: Option<MarkerId>,
     /// When its text last changed.
     changed_at: Instant,
+    /// Its text changed from one save to another while it waited.
+    changed: bool,
+    /// It was seen growing (at most one piece of evidence an ask).
+    grown: bool,
 }
 
 impl Draft {
     /// A marker first seen now.
     pub fn new(marker: Marker, revises: Option<MarkerId>, now: Instant) -> Draft {
-        Draft { marker, revises, changed_at: now }
+        Draft { marker, revises, changed_at: now, changed: false, grown: false }
+    }
+
+    /// A fresh ask whose text never changed while it waited: saved whole.
+    pub fn whole(&self) -> bool {
+        self.revises.is_none() && !self.changed
     }
 }
 
@@ -207,21 +157,19 @@ pub struct Drafts {
 
 impl Drafts {
     /// Takes one save of `path` into account: `candidates` are its markers that would be asks
-    /// now (fresh ones, and revisions), `diff` what the save changed. Returns those ready;
-    /// keeps the others as drafts. A candidate is ready when it was a draft whose text this
-    /// save left as it was while changing the file elsewhere (the user moved on); a new one, or
-    /// one whose text changed, waits (and its pause since the last change is learned).
+    /// now (fresh ones, and revisions), `diff` what the save changed. Returns those ready, and
+    /// those seen changing since the save before; keeps the others as drafts. A candidate is
+    /// ready when it was a draft whose text this save left as it was while changing the file
+    /// elsewhere (the user moved on); a new one, or one whose text changed, waits.
     pub fn update(
         &mut self,
         path: &Path,
         candidates: Vec<Draft>,
         diff: Option<LineDiff>,
         now: Instant,
-        habit: &mut KeptHabit,
-    ) -> Vec<Draft> {
+    ) -> (Vec<Draft>, Vec<Typed>) {
         let mut before = self.files.remove(path).unwrap_or_default();
-        let mut ready = Vec::new();
-        let mut waiting = Vec::new();
+        let (mut ready, mut waiting, mut typed) = (Vec::new(), Vec::new(), Vec::new());
         for mut c in candidates {
             // At its place; else the same words moved (re-indented by an edit around them).
             let was = before.iter().position(|d| same_draft(d, &c, diff));
@@ -230,8 +178,18 @@ impl Drafts {
                 waiting.push(c); // new: it may be the first fragment of an ask being typed
                 continue;
             };
+            (c.changed, c.grown) = (was.changed, was.grown);
             if was.marker.text != c.marker.text {
-                habit.saw_typing_gap(now.saturating_duration_since(was.changed_at));
+                let (old, new) = (&was.marker.text, &c.marker.text);
+                let grew = grew(old, new);
+                typed.push(Typed {
+                    gap: now.saturating_duration_since(was.changed_at),
+                    added: new.chars().count().saturating_sub(old.chars().count()),
+                    grew,
+                    revises: c.revises,
+                    first_growth: grew && !was.grown,
+                });
+                (c.changed, c.grown) = (true, was.grown || grew);
                 waiting.push(c); // still being typed
             } else if diff.is_some_and(|d| !d.touches(c.marker.line, c.marker.end_line)) {
                 c.changed_at = was.changed_at;
@@ -244,7 +202,7 @@ impl Drafts {
         if !waiting.is_empty() {
             self.files.insert(path.to_path_buf(), waiting);
         }
-        ready
+        (ready, typed)
     }
 
     /// The words of the drafts of `path` that wait (the user typed them).
@@ -318,14 +276,10 @@ mod tests {
     }
 
     #[test]
-    fn the_settle_time_follows_the_users_pauses() {
-        let mut habit = Habit::default();
-        let settle = Duration::from_secs(5);
-        assert_eq!(habit.ask_settle(settle), settle);
-        assert!(habit.saw_typing_gap(Duration::from_secs(4)));
-        assert_eq!(habit.ask_settle(settle), Duration::from_secs(6));
-        assert!(!habit.saw_typing_gap(Duration::from_secs(30)), "not a typing pause");
-        habit.typing_gap_ms = 60_000;
-        assert_eq!(habit.ask_settle(settle), MAX_SETTLE);
+    fn an_ask_grows_when_words_come_after_it() {
+        assert!(grew("@claude please refac", "@claude please refactor f1"));
+        assert!(grew("@claude explain g", "@claude explain g and h"));
+        assert!(!grew("@claude add tets for f", "@claude add tests for f"), "a typo fixed");
+        assert!(!grew("@claude add tests for f", "@claude add tests"), "cut short");
     }
 }
