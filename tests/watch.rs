@@ -42,10 +42,14 @@ impl Watcher {
     }
 
     fn start_with(root: &Path, debounce: &str) -> Watcher {
+        Watcher::start_settling(root, debounce, "200ms")
+    }
+
+    fn start_settling(root: &Path, debounce: &str, settle: &str) -> Watcher {
         let state = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
             .env("FILEWATCH_STATE_DIR", state.path())
-            .args(["watch", "--json", "--debounce", debounce, "--settle", "200ms"])
+            .args(["watch", "--json", "--debounce", debounce, "--settle", settle])
             .arg(root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -652,4 +656,48 @@ fn the_root_deleted_and_made_again_is_watched_again() {
     assert_eq!(w.ask()["file"], "sub/y.py");
     let log = w.log.lock().unwrap().join("\n");
     assert!(log.contains("deleted"), "the deletion was not said: {log}");
+}
+
+/// Issue 30 (11): an ask follows its file through any number of moves before its tag lands.
+/// `pkg/a.py` is saved with an ask and, right after it is announced (within the settle time),
+/// `pkg` moves into a new `holder/x/`; then more asks, and a storm of 40 moves of the directory
+/// into new directories. Each ask is announced once, and its tag lands at the file's last path.
+#[test]
+fn an_ask_follows_its_file_through_moves_before_its_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let mut w = Watcher::start_settling(&root, "150ms", "3s");
+    w.write("pkg/a.py", "def f():\n    pass\n# @claude one move\n");
+    let mut heard = vec![w.ask()];
+    std::fs::create_dir_all(w.path("holder/x")).unwrap();
+    std::fs::rename(w.path("pkg"), w.path("holder/x/pkg")).unwrap();
+    for i in 0..5 {
+        w.write(&format!("holder/x/pkg/s{i}.py"), format!("x = {i}\n# @claude storm {i}\n"));
+    }
+    let storm = |heard: &[Value]| heard.iter().filter(|a| a["text"] != "@claude one move").count();
+    while storm(&heard) < 5 {
+        heard.push(w.ask());
+    }
+    let mut at = "holder/x/pkg".to_string();
+    for k in 0..40 {
+        let to = format!("m{k}/d{k}/pkg");
+        std::fs::create_dir_all(w.path(&to).parent().unwrap()).unwrap();
+        std::fs::rename(w.path(&at), w.path(&to)).unwrap();
+        at = to;
+    }
+    heard.extend(w.asks_until_barrier());
+    let texts: Vec<&str> = heard.iter().map(|a| a["text"].as_str().unwrap()).collect();
+    let unique: HashSet<&str> = texts.iter().copied().collect();
+    let files: Vec<String> = heard.iter().map(|a| format!("{} {}", a["file"], a["text"])).collect();
+    assert_eq!(texts.len() - unique.len(), 0, "duplicates: {files:#?}");
+    assert_eq!(unique.len(), 6, "{files:#?}");
+    for a in &heard {
+        let (text, id) = (a["text"].as_str().unwrap(), a["id"].as_str().unwrap());
+        let name = Path::new(a["file"].as_str().unwrap()).file_name().unwrap().to_owned();
+        let p = w.path(&at).join(name);
+        let body = text.strip_prefix("@claude ").unwrap();
+        let before = read(&p);
+        let want = before.replace(&format!("@claude {body}"), &format!("@claude[{id}] {body}"));
+        assert_eq!(read_when(&p, &want), want, "{}: the tag at the last path", p.display());
+    }
 }
