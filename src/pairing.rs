@@ -102,6 +102,53 @@ pub fn pair(found: &InFile, records: &[AskRecord]) -> Vec<Option<usize>> {
     pairs
 }
 
+/// The pending asks recorded for files that are gone (`gone`) which markers of `found` no
+/// record of its own pairs with are, by [`pair`]'s rule as if recorded in this file — a tagged
+/// marker its tag's, an untagged one only one written at the same code (its anchor) — as
+/// indices into `records`. The file was moved (or its directory) without the watcher pairing
+/// the rename: a directory moved into one made a moment before, a storm of moves. Only records
+/// with a marker's words are looked at, and their files asked about.
+pub fn moved_here(
+    found: &InFile,
+    records: &[AskRecord],
+    gone: impl Fn(&str) -> bool,
+) -> Vec<usize> {
+    let InFile { src, file, markers, .. } = *found;
+    let own = pair(found, records);
+    let unpaired: Vec<usize> = (0..markers.len()).filter(|&mi| own[mi].is_none()).collect();
+    if unpaired.is_empty() {
+        return Vec::new();
+    }
+    let first = |t: &str| t.lines().next().unwrap_or_default().to_string();
+    let words: HashSet<String> = unpaired.iter().map(|&mi| first(&markers[mi].text)).collect();
+    let tags: HashSet<MarkerId> = unpaired.iter().filter_map(|&mi| markers[mi].tag).collect();
+    let elsewhere: Vec<usize> = (0..records.len())
+        .filter(|&ri| {
+            let r = &records[ri];
+            r.is_pending()
+                && r.file != file
+                && (tags.contains(&r.id) || words.contains(&first(&r.text)))
+                && gone(&r.file)
+        })
+        .collect();
+    if elsewhere.is_empty() {
+        return Vec::new();
+    }
+    let here: Vec<AskRecord> = elsewhere
+        .iter()
+        .map(|&ri| AskRecord { file: file.to_string(), ..records[ri].clone() })
+        .collect();
+    let pairs = pair(found, &here);
+    unpaired
+        .into_iter()
+        .filter_map(|mi| {
+            let r = &here[pairs[mi]?];
+            let m = &markers[mi];
+            (m.is_tagged() || r.anchor == anchor(src, m)).then_some(elsewhere[pairs[mi]?])
+        })
+        .collect()
+}
+
 /// The markers of `found` that are the ask `record`: its tagged markers, or, with none, the one
 /// untagged copy of its words nearest to where it was, or the untagged marker at its place
 /// that the user cut short (see [`cut_short`]) — each cut to the lines of it that were

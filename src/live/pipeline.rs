@@ -264,6 +264,9 @@ impl<'t> LivePipeline<'t> {
             return (Vec::new(), Vec::new()); // nothing to ask, nothing to close
         }
         let found = seen.found().after(diff);
+        let root = self.files.root().to_path_buf();
+        let adopted = self.ledger.adopt_moved(&found, |file| !root.join(file).exists());
+        self.tags.moved(&adopted, path, now);
         let Reconciled { pairs, revisions, unsent } =
             self.ledger.reconcile(&found, self.typing.revising());
         for v in &revisions {
@@ -311,7 +314,9 @@ impl<'t> LivePipeline<'t> {
             to = from.clone();
             self.files.inherit(path, from);
             if !from.exists() {
-                self.ledger.move_file(&self.files.relative(from), &self.files.relative(path));
+                let ids =
+                    self.ledger.move_file(&self.files.relative(from), &self.files.relative(path));
+                self.tags.moved(&ids, path, Instant::now());
             }
         }
     }

@@ -99,14 +99,48 @@ impl Ledger {
         self.asks.update(|records| records.retain(|r| !ids.contains(&r.id)));
     }
 
-    /// The asks of file `old` follow it to `new`.
-    pub fn move_file(&self, old: &str, new: &str) {
+    /// The asks of file `old` follow it to `new`; returns their ids.
+    pub fn move_file(&self, old: &str, new: &str) -> Vec<MarkerId> {
         self.asks.update(|records| {
+            let mut ids = Vec::new();
             for r in records.iter_mut().filter(|r| r.file == old) {
                 tracing::debug!("{old} → {new}: {} follows its file", r.id);
                 r.file = new.to_string();
+                ids.push(r.id);
             }
+            ids
+        })
+    }
+
+    /// The pending asks of files that are gone (`gone`) which markers of this one are
+    /// ([`pairing::moved_here`]) follow them here: the file was moved without its rename
+    /// being seen. Returns their ids. Costs nothing unless a marker no record of the file
+    /// pairs with has the words of a pending ask of another file.
+    pub fn adopt_moved(&self, found: &InFile, gone: impl Fn(&str) -> bool) -> Vec<MarkerId> {
+        let first = |t: &str| t.lines().next().unwrap_or_default().to_string();
+        let words: HashSet<String> = found.markers.iter().map(|m| first(&m.text)).collect();
+        let tags: HashSet<MarkerId> = found.markers.iter().filter_map(|m| m.tag).collect();
+        let maybe = self.asks.view(|records| {
+            records.iter().any(|r| {
+                r.is_pending()
+                    && r.file != found.file
+                    && (tags.contains(&r.id) || words.contains(&first(&r.text)))
+            })
         });
+        if !maybe {
+            return Vec::new();
+        }
+        self.asks.update(|records| {
+            let moved = pairing::moved_here(found, records, &gone);
+            let mut ids = Vec::new();
+            for ri in moved {
+                let r = &mut records[ri];
+                tracing::debug!("{} → {}: {} followed its file", r.file, found.file, r.id);
+                r.file = found.file.to_string();
+                ids.push(r.id);
+            }
+            ids
+        })
     }
 
     /// The tags owed to the file: its untagged markers that are asks in `owed`, with their ids.

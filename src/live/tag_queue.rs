@@ -76,6 +76,27 @@ impl TagQueue {
         }
     }
 
+    /// The asks `ids` followed their file to `to` (moved at `now`): their tags go there, once
+    /// it is quiet.
+    pub fn moved(&mut self, ids: &[MarkerId], to: &Path, now: Instant) {
+        if ids.is_empty() {
+            return;
+        }
+        for (id, path) in self.unheard.iter_mut() {
+            if ids.contains(id) {
+                *path = to.to_path_buf();
+            }
+        }
+        let mut owed = Vec::new();
+        for later in self.later.values_mut() {
+            owed.extend(later.ids.iter().filter(|id| ids.contains(id)));
+            later.ids.retain(|id| !ids.contains(id));
+        }
+        self.later.retain(|_, later| !later.ids.is_empty());
+        self.owe(owed.into_iter().map(|id| (id, to.to_path_buf())));
+        self.changed(to, now);
+    }
+
     /// `path` changed at `now`: its tags wait for the quiet after this change.
     pub fn changed(&mut self, path: &Path, now: Instant) {
         if let Some(later) = self.later.get_mut(path) {
