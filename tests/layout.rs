@@ -6,8 +6,12 @@
 //! unit tests) are not counted. A function runs from its `fn` line to its closing brace, every
 //! line counted; it is found by rustfmt's layout (the brace closes at the `fn`'s indentation).
 //!
+//! And the modules import one way: no circle through their `crate::` paths (tests and comments
+//! aside), so each can be read with only what is below it.
+//!
 //! `cargo test --test layout -- --nocapture` prints the longest files and functions.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const MAX_CODE_LINES: usize = 900;
@@ -19,6 +23,8 @@ struct Measured {
     code_lines: usize,
     /// (lines, first line, name) of each function outside the unit tests.
     functions: Vec<(usize, usize, String)>,
+    /// The crate's top-level modules its code names (`crate::watch::…` → `watch`).
+    uses: BTreeSet<String>,
 }
 
 fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -69,7 +75,7 @@ fn function_name(line: &str) -> Option<&str> {
 fn measure(path: &Path) -> Measured {
     let text = std::fs::read_to_string(path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    let (mut code_lines, mut functions) = (0, Vec::new());
+    let (mut code_lines, mut functions, mut uses) = (0, Vec::new(), BTreeSet::new());
     let mut in_block_comment = false;
     let mut i = 0;
     while i < lines.len() {
@@ -89,6 +95,11 @@ fn measure(path: &Path) -> Measured {
             continue;
         } else if !line.is_empty() && !line.starts_with("//") {
             code_lines += 1;
+            for (at, _) in line.match_indices("crate::") {
+                let rest = &line[at + "crate::".len()..];
+                let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'));
+                uses.insert(rest[..end.unwrap_or(rest.len())].to_string());
+            }
             if let Some(name) = function_name(line) {
                 let end = item_end(&lines, i);
                 functions.push((end - i + 1, i + 1, name.to_string()));
@@ -98,7 +109,43 @@ fn measure(path: &Path) -> Measured {
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = path.strip_prefix(repo).unwrap_or(path).to_string_lossy().replace('\\', "/");
-    Measured { path, code_lines, functions }
+    Measured { path, code_lines, functions, uses }
+}
+
+/// The top-level module a file under src/ belongs to (`src/watch/tree.rs` → `watch`).
+fn module_of(path: &str) -> String {
+    let inside = path.trim_start_matches("src/");
+    let top = inside.split('/').next().unwrap_or(inside);
+    top.trim_end_matches(".rs").to_string()
+}
+
+/// A circle in `graph`, as the modules along it (the first again at the end), if there is one.
+fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        module: &str,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|m| m == module) {
+            let mut found = path[at..].to_vec();
+            found.push(module.to_string());
+            return Some(found);
+        }
+        if !done.insert(module.to_string()) {
+            return None;
+        }
+        path.push(module.to_string());
+        for next in graph.get(module).into_iter().flatten() {
+            if let Some(found) = visit(graph, next, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph.keys().find_map(|m| visit(graph, m, &mut Vec::new(), &mut done))
 }
 
 fn measured() -> Vec<Measured> {
@@ -144,6 +191,19 @@ fn no_file_over_900_lines_of_code_nor_function_over_100_lines() {
     );
 }
 
+#[test]
+fn the_modules_import_one_way() {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for m in measured() {
+        let module = module_of(&m.path);
+        let uses: Vec<String> =
+            m.uses.into_iter().filter(|u| *u != module && u != "test_support").collect();
+        graph.entry(module).or_default().extend(uses);
+    }
+    assert!(graph.get("live").is_some_and(|u| u.contains("scan")), "the parser is broken");
+    assert_eq!(circle(&graph), None, "a circle of modules (through their crate:: paths)");
+}
+
 /// The measure itself: what counts as code, where a function ends, and that the unit tests
 /// are left out.
 #[test]
@@ -155,4 +215,16 @@ fn the_measure_counts_code_only() {
     let m = measure(&path);
     assert_eq!(m.code_lines, 7, "use, one's 5 code lines, two");
     assert_eq!(m.functions, vec![(6, 6, "one".to_string()), (1, 15, "two".to_string())]);
+    let graph = |edges: &[(&str, &str)]| {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in edges {
+            g.entry(a.to_string()).or_default().insert(b.to_string());
+        }
+        g
+    };
+    assert_eq!(circle(&graph(&[("a", "b"), ("b", "c")])), None);
+    let found = circle(&graph(&[("a", "b"), ("b", "c"), ("c", "b")]));
+    assert_eq!(found, Some(vec!["b".to_string(), "c".to_string(), "b".to_string()]));
+    assert_eq!(module_of("src/watch/tree.rs"), "watch");
+    assert_eq!(module_of("src/git.rs"), "git");
 }
