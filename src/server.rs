@@ -35,6 +35,7 @@ use tokio::sync::{mpsc, oneshot, watch, Mutex};
 use crate::asks::Asks;
 use crate::error::{Problem, StartError};
 use crate::hear::hub::ChannelState;
+pub use crate::hear::{channel_content, MAX_ASK};
 use crate::hear::{Hub, Offer};
 use crate::id::MarkerId;
 use crate::languages::LanguageTable;
@@ -205,47 +206,6 @@ pub fn offer(ask: &Ask) -> Offer {
         symbol_lines: ask.marker.symbol.as_ref().map(|s| s.lines()),
         revised: ask.revised,
     }
-}
-
-/// Asks longer than this (in bytes) are cut, visibly: an ask is a few lines, and a megabyte
-/// comment is not a message anyone typed to Claude.
-pub const MAX_ASK: usize = 4096;
-
-/// The ask as Claude Code may place it inside its `<channel …>` element: a `<channel` or
-/// `</channel` in the text (which could close the element and forge another message around
-/// it) is written `&lt;channel` / `&lt;/channel`, as Claude reads HTML-escaped text naturally;
-/// control characters but line breaks and tabs are escaped; and an ask over [`MAX_ASK`] bytes
-/// is cut at a character boundary with `…(truncated)`.
-pub fn channel_content(text: &str) -> String {
-    let text = &escaped(text, true);
-    let mut cut = text.len().min(MAX_ASK);
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let mut out = defused(&text[..cut], &["<channel", "</channel"]);
-    if cut < text.len() {
-        out.push_str("…(truncated)");
-    }
-    out
-}
-
-/// `text` with the `<` of each of `openers` (`<channel`, `</channel`; any case) written `&lt;`:
-/// text placed inside an element of that name can neither close it nor open another.
-pub(crate) fn defused(text: &str, openers: &[&str]) -> String {
-    // ASCII lowercasing keeps byte offsets: the openers are found in `lower`, cut from `text`.
-    let lower = text.to_ascii_lowercase();
-    let mut at: Vec<usize> =
-        openers.iter().flat_map(|o| lower.match_indices(o).map(|(i, _)| i)).collect();
-    at.sort_unstable();
-    let mut out = String::with_capacity(text.len() + 4 * at.len());
-    let mut from = 0;
-    for i in at {
-        out.push_str(&text[from..i]);
-        out.push_str("&lt;");
-        from = i + 1;
-    }
-    out.push_str(&text[from..]);
-    out
 }
 
 /// The notice a standby sends its client once: which session gets the asks.

@@ -31,5 +31,5 @@ pub mod wire;
 pub use flag::ChannelFlag;
 pub use hook::{run_hook, HookRun};
 pub use hub::Hub;
-pub use text::{for_model, RESOLVE_LINE};
+pub use text::{channel_content, for_model, MAX_ASK, RESOLVE_LINE};
 pub use wire::Offer;
