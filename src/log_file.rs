@@ -2,7 +2,7 @@
 //! handshake, so the server also writes its log to a file: `--log-file PATH`, or by default
 //! `<state dir>/logs/<key>.log` (`<key>` the root's, as its owner lock's), at `info` level.
 //! Bounded: a write that would take it past [`MAX_BYTES`] first renames it to `<name>.1` (the
-//! one before is dropped) and starts a new one. Each write is one whole event (the fmt layer
+//! one before is dropped) and starts a new one — a regular file only (`/dev/null`, a FIFO stay). Each write is one whole event (the fmt layer
 //! formats an event, then writes it once) appended to a local file under a mutex: a logging
 //! thread never waits on anything slower than the page cache, and a failed write is dropped,
 //! never said on stderr.
@@ -46,6 +46,9 @@ struct Inner {
     /// None once a rotation could not open a new file: the rest is dropped.
     file: Option<File>,
     written: u64,
+    /// Only a regular file is rotated: a rename would move a device or FIFO the user named
+    /// (`--log-file /dev/null`) away and leave a regular file in its place.
+    rotates: bool,
 }
 
 impl LogFile {
@@ -60,8 +63,11 @@ impl LogFile {
                 "that is stdout, which carries the output: give a file",
             ));
         }
-        let written = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let inner = Mutex::new(Inner { file: Some(file), written });
+        let (written, rotates) = match file.metadata() {
+            Ok(meta) => (meta.len(), meta.is_file()),
+            Err(_) => (0, false),
+        };
+        let inner = Mutex::new(Inner { file: Some(file), written, rotates });
         Ok(LogFile { path: path.to_path_buf(), careful, inner })
     }
 
@@ -85,7 +91,7 @@ impl LogFile {
     /// Appends one event, rotating first if it would take the file past [`MAX_BYTES`].
     fn append(&self, bytes: &[u8]) {
         let mut inner = self.lock();
-        if inner.written > 0 && inner.written + bytes.len() as u64 > MAX_BYTES {
+        if inner.rotates && inner.written > 0 && inner.written + bytes.len() as u64 > MAX_BYTES {
             self.rotate(&mut inner);
         }
         let Some(file) = inner.file.as_mut() else { return };
@@ -204,6 +210,41 @@ mod tests {
         assert!(!before.contains("the oldest"));
         let entries = std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(entries, 2, "the log and one .1");
+    }
+
+    /// A log the user named that is no regular file (`--log-file /dev/null`, a FIFO that
+    /// `tail` reads) is written to and never renamed: a rotation would move the device or FIFO
+    /// away (as root, `/dev/null` itself) and leave a regular file in its place.
+    #[cfg(unix)]
+    #[test]
+    fn a_log_that_is_no_regular_file_is_never_rotated() {
+        use std::io::Read;
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.log");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // A reader that drains the FIFO until its last writer is gone.
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                let (mut file, mut buf, mut read) =
+                    (File::open(fifo).unwrap(), vec![0; 1 << 16], 0);
+                while let Ok(n @ 1..) = file.read(&mut buf) {
+                    read += n;
+                }
+                read
+            })
+        };
+        let log = LogFile::open(&fifo, false).unwrap();
+        let line = format!("{}\n", "b".repeat(999));
+        let lines = 2 * MAX_BYTES as usize / line.len();
+        for _ in 0..lines {
+            log.make_writer().write_all(line.as_bytes()).unwrap();
+        }
+        drop(log);
+        assert_eq!(reader.join().unwrap(), lines * line.len(), "every event reached the reader");
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "still the FIFO");
+        assert!(!rotated(&fifo).exists(), "nothing renamed");
     }
 
     #[cfg(unix)]
