@@ -456,6 +456,9 @@ impl Claude {
             ("DISABLE_TELEMETRY".into(), "1".into()),
             ("DISABLE_ERROR_REPORTING".into(), "1".into()),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()),
+            // The server's tags once the file is quiet for 5 s, as before issue 34 (with no
+            // save elsewhere in the file, the default waits 10 minutes).
+            ("FILEWATCH_TAG_AFTER".into(), "5s".into()),
         ];
         env.extend(self.env.iter().cloned());
         env

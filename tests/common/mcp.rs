@@ -65,7 +65,11 @@ impl Server {
     ) -> Server {
         // The test's own `--settle`, if it gives one, instead of the quick one tests use.
         let settle: &[&str] = if args.contains(&"--settle") { &[] } else { &["--settle", "300ms"] };
+        // Tags fall back after the settle time too (tests written before `--tag-after`, issue
+        // 34, wait for a tag once the file was quiet), unless the test says otherwise.
+        let at = args.iter().position(|a| *a == "--settle").and_then(|i| args.get(i + 1));
         let mut child = command
+            .env("FILEWATCH_TAG_AFTER", at.unwrap_or(&"300ms"))
             .env("FILEWATCH_STATE_DIR", state)
             .args(["--root"])
             .arg(root)

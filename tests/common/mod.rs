@@ -87,6 +87,10 @@ impl WatchProcess {
     pub fn spawn(root: &Path, args: &[&str], env: &[(&str, &Path)]) -> Self {
         let mut command = Command::new(bin());
         command.args(["watch", "--json"]).args(args).arg(root);
+        // Tests written before `--tag-after` (issue 34) wait for a tag once the file was quiet
+        // for the settle time: their tags fall back after that much, unless they say otherwise.
+        let settle = args.iter().position(|a| *a == "--settle").and_then(|i| args.get(i + 1));
+        command.env("FILEWATCH_TAG_AFTER", settle.unwrap_or(&"5s"));
         for (key, value) in env {
             command.env(key, value);
         }

@@ -104,7 +104,10 @@ export class Session {
     this.tmp = fs.mkdtempSync(path.join(os.tmpdir(), `fw-vscode-${name}-`));
     this.proj = path.join(this.tmp, 'proj');
     this.stateDir = path.join(this.tmp, 'state');
-    this.userData = path.join(this.tmp, 'user-data');
+    // code-server's own place for its user data (~/.local/share/code-server): filewatch-mcp
+    // reads VS Code's settings where VS Code keeps them, given this XDG_DATA_HOME.
+    this.xdgData = path.join(this.tmp, 'data');
+    this.userData = path.join(this.xdgData, 'code-server');
     this.out = path.join(ARTIFACTS, name);
     fs.rmSync(this.out, { recursive: true, force: true });
     fs.mkdirSync(this.out, { recursive: true });
@@ -135,9 +138,18 @@ export class Session {
       fs.mkdirSync(path.dirname(path.join(this.proj, rel)), { recursive: true });
       fs.writeFileSync(path.join(this.proj, rel), text);
     }
-    this.env = { ...process.env, FILEWATCH_STATE_DIR: this.stateDir, ...env };
+    this.env = {
+      ...process.env,
+      FILEWATCH_STATE_DIR: this.stateDir,
+      XDG_DATA_HOME: this.xdgData,
+      XDG_CONFIG_HOME: path.join(this.tmp, 'config'), // no other VS Code's settings
+      ...env,
+    };
+    // VS Code's settings first: filewatch-mcp reads them when it starts.
+    fs.mkdirSync(path.join(this.userData, 'User'), { recursive: true });
+    fs.writeFileSync(path.join(this.userData, 'User/settings.json'), JSON.stringify(settings(autosave), null, 2));
     if (watchArgs) await this.#startWatch(watchArgs);
-    const url = await this.#startCodeServer(autosave);
+    const url = await this.#startCodeServer();
     await this.#startBrowser(url);
     this.#sample();
   }
@@ -158,9 +170,7 @@ export class Session {
     await this.waitFor('watch to start', () => this.watchLog.some((l) => l.includes('watching')), 15_000);
   }
 
-  async #startCodeServer(autosave) {
-    fs.mkdirSync(path.join(this.userData, 'User'), { recursive: true });
-    fs.writeFileSync(path.join(this.userData, 'User/settings.json'), JSON.stringify(settings(autosave), null, 2));
+  async #startCodeServer() {
     fs.writeFileSync(path.join(this.tmp, 'code-server.yaml'), '');
     const args = [
       CODE_SERVER, '--auth', 'none', '--bind-addr', '127.0.0.1:0',

@@ -237,15 +237,18 @@ describe('filewatch-mcp beside a real VS Code (code-server 4.139.1)', { concurre
     });
   });
 
-  // Issue 34, 2 and 3: Ctrl+Z right after the tag landed, then Ctrl+S. Nothing is fought over:
-  // no second announcement, no write after the person's save.
+  // Issue 34, 2 and 3: the person asks, writes a line of code below and saves (the tag lands:
+  // the cursor is not on the ask's line), then Ctrl+Z right after the tag landed, then Ctrl+S.
+  // Nothing is fought over: no second announcement, no write after the person's save.
   test('undo after the tag', { timeout: TIMEOUT, ...PENDING }, async () => {
     await scenario({ name: 'undo-after-tag' }, async (s, p) => {
       await askAndSave(s);
+      const line = '\nprint(total([1, 2]))';
+      await s.type(line);
+      await s.save();
       await readUntilTagged(s, 15_000);
-      const left = endOf(ASK_LINE, ASK);
-      const tagLen = hasTag(s.disk()) ? TAG_LEN : 0;
-      p.cursorAt((await s.state()).cursor, { line: left.line, col: left.col + tagLen }, 'after the tag landed');
+      const left = endOf(ASK_LINE, ASK + line);
+      p.cursorAt((await s.state()).cursor, left, 'after the tag landed');
       await s.press('Control+Z');
       await s.pause(1_000);
       const afterUndo = await s.state();
@@ -261,7 +264,8 @@ describe('filewatch-mcp beside a real VS Code (code-server 4.139.1)', { concurre
       p.noWriteAfter(savedAt, saved);
       // Ctrl+Z undid the person's own last typing, or the tag: either way the disk holds part of
       // what they typed, never more.
-      const typedPart = [...Array(ASK.length + 1).keys()].map((n) => typedAt3(ASK.slice(0, n)));
+      const typedPart = [...Array(ASK.length + 1).keys()].map((n) => typedAt3(ASK.slice(0, n)))
+        .concat([typedAt3(ASK + line)]);
       if (!typedPart.includes(s.disk().replace(TAG, ''))) p.add(`at the end: disk ${JSON.stringify(s.disk())}`);
       p.announcedOnce([ASK_TEXT]);
     });
