@@ -63,6 +63,11 @@ struct LiveArgs {
     /// unchanged before it is announced. 0: tags at once, every save is deliberate.
     #[arg(long, default_value = "5s", value_parser = parse_duration, allow_hyphen_values = true)]
     settle: Duration,
+    /// The latest a heard ask's tag is written, after the file's last save, when no save
+    /// elsewhere in the file made a safe moment for it first (a tag is written right after a
+    /// save that left the ask's lines alone and a quiet --settle; at most twice).
+    #[arg(long, default_value = "10m", value_parser = parse_duration, env = "FILEWATCH_TAG_AFTER")]
+    tag_after: Duration,
     /// The word that starts an ask.
     #[arg(long, default_value = DEFAULT_TRIGGER)]
     trigger: String,
@@ -83,6 +88,7 @@ impl LiveArgs {
             root: root.to_path_buf(),
             debounce: self.debounce,
             settle: self.settle,
+            tag_after: self.tag_after,
             trigger: self.trigger.clone(),
             tag: self.tag,
         }
@@ -460,7 +466,7 @@ where
     }
 }
 
-/// `500ms`, `2s` or `1.5s`: a non-negative number and a unit, `ms` or `s`.
+/// `500ms`, `2s`, `1.5s` or `10m`: a non-negative number and a unit, `ms`, `s` or `m`.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.starts_with('-') {
@@ -473,10 +479,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     let ms = match unit.trim() {
         "ms" => value,
         "s" => value * 1000.0,
+        "m" => value * 60_000.0,
         // Zero is zero in any unit: `--settle 0`, as `--help` writes it.
         "" if value == 0.0 => 0.0,
         "" => return Err(format!("{text:?} has no unit: write {text}ms or {text}s")),
-        other => return Err(format!("unknown unit {other:?} in {text:?}: use ms or s")),
+        other => return Err(format!("unknown unit {other:?} in {text:?}: use ms, s or m")),
     };
     Ok(Duration::from_micros((ms * 1000.0) as u64))
 }

@@ -50,6 +50,7 @@ impl Watcher {
         let mut child = Command::new(env!("CARGO_BIN_EXE_filewatch-mcp"))
             .env("FILEWATCH_STATE_DIR", state.path())
             .args(["watch", "--json", "--debounce", debounce, "--settle", settle])
+            .args(["--tag-after", settle]) // the tag once the file is quiet, as before issue 34
             .arg(root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -85,6 +85,13 @@ impl<'t> LivePipeline<'t> {
         self
     }
 
+    /// Sets the latest a heard ask's tag is written after its file's last save (see
+    /// [`super::LiveOptions::tag_after`]).
+    pub fn tagging_after(mut self, tag_after: Duration) -> Self {
+        self.tags.tag_after = tag_after;
+        self
+    }
+
     /// How many changes were scanned; a change to bytes we left as they are is not.
     pub fn scanned(&self) -> usize {
         self.files.scanned()
@@ -207,7 +214,6 @@ impl<'t> LivePipeline<'t> {
         now: Instant,
     ) -> Option<(Seen<'t>, Vec<Draft>, Option<LineDiff>)> {
         let path = change.path.as_path();
-        self.tags.changed(path, now); // not quiet yet
         let Some(source) = self.files.read(path) else {
             self.typing.forget(path);
             return None;
@@ -220,6 +226,8 @@ impl<'t> LivePipeline<'t> {
         let seen = self.seen(path, source)?;
         self.files.count_scan();
         let (fresh, mut candidates) = self.reconcile(&seen, diff, now);
+        // A safe moment for the tags owed to the file, or not now.
+        self.judge_save(&seen, diff, now);
         // An ask waiting for its text to settle is the user's, wherever an edit moved it.
         let waiting = self.typing.waiting_words(path);
         let (waited, fresh): (Vec<Marker>, Vec<Marker>) =
@@ -266,7 +274,7 @@ impl<'t> LivePipeline<'t> {
         let found = seen.found().after(diff);
         let root = self.files.root().to_path_buf();
         let adopted = self.ledger.adopt_moved(&found, |file| !root.join(file).exists());
-        self.tags.moved(&adopted, path, now);
+        self.tags.moved(&adopted, path);
         let Reconciled { pairs, revisions, unsent } =
             self.ledger.reconcile(&found, self.typing.revising());
         for v in &revisions {
@@ -316,7 +324,7 @@ impl<'t> LivePipeline<'t> {
             if !from.exists() {
                 let ids =
                     self.ledger.move_file(&self.files.relative(from), &self.files.relative(path));
-                self.tags.moved(&ids, path, Instant::now());
+                self.tags.moved(&ids, path);
             }
         }
     }

@@ -1,24 +1,70 @@
-//! The tag queue: asks that reached the client wait here for their file to be quiet (no change
-//! for the quiet time, `--settle`), then get their ids written into it — so that no tag lands
-//! under an editor's unsaved typing and nothing is tagged that nobody heard. A write that loses
-//! to the user waits for the next quiet moment.
+//! The tag queue: asks that were heard wait here for a safe moment to get their ids written
+//! into their file. An editor that holds the file reloads it when the tag lands, and moves a
+//! cursor on the tagged line to the next line (VS Code does); under unsaved typing the tag
+//! is written back over at the next save. So a tag is written right after a save that left
+//! the ask's lines alone (the user works elsewhere in the file) once the file was quiet for
+//! the quiet time (`--settle`) — at most [`SAFE_TRIES`] times — else after `--tag-after` since
+//! the file's last save; a tag the user takes out again (their save is the file as it was
+//! before the tag: an undo) is not written again.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::asks::TagMode;
+use crate::autosave::LineDiff;
 use crate::error::Problem;
 use crate::fsio::{self, WriteError};
 use crate::id::MarkerId;
 use crate::stamp;
 
+use super::files::Seen;
 use super::{Ask, LivePipeline};
 
-/// Asks that reached the client and wait for their file to be quiet to get their tags.
+/// How many times a tag is written at a safe moment (a save elsewhere in the file) before only
+/// `--tag-after` is left: an editor that writes its buffer back over the tag each time is not
+/// fought over.
+const SAFE_TRIES: u8 = 2;
+
+/// The default of `--tag-after`: the latest a tag is written after its file's last save.
+pub const TAG_AFTER: Duration = Duration::from_secs(600);
+
+/// The asks of one file that are owed their tags, and when the tags may be written.
 struct TagLater {
     ids: Vec<MarkerId>,
-    due: Instant,
+    /// The end of the quiet after a save that left the asks' lines alone: a safe moment.
+    safe_at: Option<Instant>,
+    /// The latest moment: `--tag-after` after the file's last save.
+    fallback: Instant,
+    /// How many times the tags were written.
+    tries: u8,
+    /// The bytes the last write replaced, until the file's next save tells whether the tags
+    /// stayed.
+    replaced: Option<Vec<u8>>,
+}
+
+impl TagLater {
+    /// When the tags may be written: at the safe moment while tries are left, else at the
+    /// fallback (one last try); never while a write waits for the next save's verdict.
+    fn due(&self) -> Option<Instant> {
+        if self.replaced.is_some() || self.tries > SAFE_TRIES {
+            return None;
+        }
+        let safe = self.safe_at.filter(|_| self.tries < SAFE_TRIES);
+        Some(safe.map_or(self.fallback, |s| s.min(self.fallback)))
+    }
+}
+
+/// What one save of a file with tags owed says.
+pub(super) enum Verdict {
+    /// It left the asks' lines alone: the tags may go in once the file is quiet.
+    Safe,
+    /// It touched them (the user is on them), or its change is unknown: not now.
+    NotNow,
+    /// The tags are in the file, or nothing is owed any more: done.
+    Done,
+    /// The file is exactly as it was before our tags: the user took them out.
+    TakenOut,
 }
 
 /// Heard asks waiting for their tags, by file, and delivered ones waiting to be heard.
@@ -28,17 +74,21 @@ pub(super) struct TagQueue {
     /// Asks sent to a client that tells later whether they were heard (Claude Code, through
     /// the hub): tagged only once they are.
     unheard: HashMap<MarkerId, PathBuf>,
-    /// How long a file must be quiet before a tag is written into it (zero: at once).
+    /// How long a file must be quiet after a safe save before a tag is written into it (zero:
+    /// at once, whatever the saves).
     quiet: Duration,
+    /// The latest a tag is written after its file's last save (`--tag-after`).
+    pub(super) tag_after: Duration,
 }
 
 impl TagQueue {
-    /// A queue that writes a file's tags once it was quiet for `quiet`.
+    /// A queue that writes a file's tags once it was quiet for `quiet` after a safe save, or
+    /// [`TAG_AFTER`] after its last save.
     pub fn new(quiet: Duration) -> Self {
-        TagQueue { later: HashMap::new(), unheard: HashMap::new(), quiet }
+        TagQueue { quiet, tag_after: TAG_AFTER, ..TagQueue::default() }
     }
 
-    /// The heard asks among `asks` to be tagged get their tags once their file is quiet.
+    /// The heard asks among `asks` to be tagged get their tags at a safe moment.
     pub fn push(&mut self, asks: &[Ask]) {
         self.owe(asks.iter().filter(|a| a.stamped).filter_map(|a| Some((a.id()?, a.path.clone()))));
     }
@@ -52,8 +102,8 @@ impl TagQueue {
         }
     }
 
-    /// These asks were heard: those waiting for it get their tags once their file is quiet.
-    /// Returns the others (not sent by this process: an earlier session's).
+    /// These asks were heard: those waiting for it get their tags at a safe moment. Returns
+    /// the others (not sent by this process: an earlier session's).
     pub fn heard(&mut self, ids: &[MarkerId]) -> Vec<MarkerId> {
         let (mut owed, mut others) = (Vec::new(), Vec::new());
         for id in ids {
@@ -66,19 +116,27 @@ impl TagQueue {
         others
     }
 
-    /// Owes these tags, written once their file has been quiet for the quiet time.
+    /// Owes these tags. The save that brought an ask touched its lines: the next safe moment
+    /// is a later save's. With no quiet time they are due at once.
     pub fn owe(&mut self, owed: impl Iterator<Item = (MarkerId, PathBuf)>) {
-        let due = Instant::now() + self.quiet;
+        let now = Instant::now();
+        let safe_at = self.quiet.is_zero().then_some(now);
         for (id, path) in owed {
-            let later = self.later.entry(path).or_insert(TagLater { ids: Vec::new(), due });
+            let later = self.later.entry(path).or_insert(TagLater {
+                ids: Vec::new(),
+                safe_at,
+                fallback: now + self.tag_after,
+                tries: 0,
+                replaced: None,
+            });
             later.ids.push(id);
-            later.due = due;
+            later.safe_at = safe_at;
         }
     }
 
-    /// The asks `ids` followed their file to `to` (moved at `now`): their tags go there, once
-    /// it is quiet.
-    pub fn moved(&mut self, ids: &[MarkerId], to: &Path, now: Instant) {
+    /// The asks `ids` followed their file to `to` (moved at `now`): their tags go there, at
+    /// the next safe moment (the move is no save of other lines).
+    pub fn moved(&mut self, ids: &[MarkerId], to: &Path) {
         if ids.is_empty() {
             return;
         }
@@ -94,14 +152,50 @@ impl TagQueue {
         }
         self.later.retain(|_, later| !later.ids.is_empty());
         self.owe(owed.into_iter().map(|id| (id, to.to_path_buf())));
-        self.changed(to, now);
     }
 
-    /// `path` changed at `now`: its tags wait for the quiet after this change.
-    pub fn changed(&mut self, path: &Path, now: Instant) {
-        if let Some(later) = self.later.get_mut(path) {
-            later.due = now + self.quiet;
+    /// `path` was saved at `now` (news: not our own write) and the save says `verdict`.
+    pub fn saved(&mut self, path: &Path, now: Instant, verdict: Verdict) {
+        let Some(later) = self.later.get_mut(path) else { return };
+        let tried = later.replaced.take().is_some();
+        let safe_at = match verdict {
+            Verdict::Done => None,
+            Verdict::TakenOut => {
+                tracing::info!(
+                    "{}: the tag was taken out again (undone); it is not written again",
+                    path.display()
+                );
+                None
+            }
+            _ if tried && later.tries > SAFE_TRIES => {
+                tracing::info!(
+                    "{}: the tag was written over {} times; it is not written again",
+                    path.display(),
+                    later.tries
+                );
+                None
+            }
+            Verdict::Safe => Some(now + self.quiet),
+            Verdict::NotNow => {
+                later.safe_at = self.quiet.is_zero().then_some(now);
+                later.fallback = now + self.tag_after;
+                return;
+            }
+        };
+        match safe_at {
+            Some(at) => {
+                later.safe_at = Some(at);
+                later.fallback = now + self.tag_after;
+            }
+            None => {
+                self.later.remove(path);
+            }
         }
+    }
+
+    /// The bytes the last write of `path`'s tags replaced, if its verdict is still to come.
+    fn replaced(&self, path: &Path) -> Option<&[u8]> {
+        self.later.get(path)?.replaced.as_deref()
     }
 
     /// Gives up every tag owed: nothing is written under an autosaving editor's typing.
@@ -111,12 +205,13 @@ impl TagQueue {
 
     /// When the next file's tags fall due.
     pub fn next_due(&self) -> Option<Instant> {
-        self.later.values().map(|t| t.due).min()
+        self.later.values().filter_map(TagLater::due).min()
     }
 
     /// The files whose tags are due at `now`.
     fn due(&self, now: Instant) -> Vec<PathBuf> {
-        self.later.iter().filter(|(_, t)| t.due <= now).map(|(p, _)| p.clone()).collect()
+        let due = |t: &TagLater| t.due().is_some_and(|d| d <= now);
+        self.later.iter().filter(|(_, t)| due(t)).map(|(p, _)| p.clone()).collect()
     }
 }
 
@@ -163,21 +258,52 @@ impl LivePipeline<'_> {
         written
     }
 
-    /// Writes every tag still owed, whatever the time (the run is ending); returns the ids
-    /// written.
+    /// Writes every tag still owed, whatever the time (the run is ending) — not one written
+    /// already, whose verdict is still to come; returns the ids written.
     pub fn write_all_tags(&mut self) -> HashSet<MarkerId> {
-        let paths: Vec<PathBuf> = self.tags.later.keys().cloned().collect();
+        let owed = self.tags.later.iter().filter(|(_, t)| t.due().is_some());
+        let paths: Vec<PathBuf> = owed.map(|(p, _)| p.clone()).collect();
         let written = paths.iter().flat_map(|path| self.write_tags(path)).collect();
         self.files.let_go();
         written
     }
 
+    /// A save of `seen` (news: not our own write; `diff` what it changed since the version
+    /// last seen) tells the tag queue whether the tags owed to its file may go in soon: see
+    /// [`Verdict`]. After a write of ours, the save is compared with the bytes the write
+    /// replaced: an editor that wrote its buffer back over the tag changed what the user
+    /// changed since, and nothing more.
+    pub(super) fn judge_save(&mut self, seen: &Seen, diff: Option<LineDiff>, now: Instant) {
+        let Some(later) = self.tags.later.get(&seen.path) else { return };
+        let owed: HashSet<MarkerId> = later.ids.iter().copied().collect();
+        let stamps = self.ledger.stamps_owed(&seen.found().after(diff), &owed);
+        let replaced = self.tags.replaced(&seen.path);
+        let verdict = if stamps.is_empty() {
+            Verdict::Done
+        } else if replaced == Some(seen.bytes()) {
+            Verdict::TakenOut
+        } else {
+            let diff = replaced.map(|old| LineDiff::between(old, seen.bytes())).or(diff);
+            let at = |s: &stamp::Stamp| seen.markers.iter().find(|m| m.insert_at == s.insert_at);
+            let lines: Vec<(usize, usize)> =
+                stamps.iter().filter_map(at).map(|m| (m.line, m.end_line)).collect();
+            match diff {
+                Some(d) if lines.iter().all(|&(first, last)| !d.touches(first, last)) => {
+                    Verdict::Safe
+                }
+                _ => Verdict::NotNow,
+            }
+        };
+        self.tags.saved(&seen.path, now, verdict);
+    }
+
     /// Writes the tags owed to `path`: the untagged markers that are those asks get their ids.
     /// If the user wrote the file meanwhile, the tags wait for the next quiet moment (the
     /// user's write wins, and brings its own change); if the file cannot be written, they are
-    /// given up (the asks are recorded: once).
+    /// given up (the asks are recorded: once). A written tag stays owed until the file's next
+    /// save says whether it stayed ([`LivePipeline::judge_save`]).
     fn write_tags(&mut self, path: &Path) -> Vec<MarkerId> {
-        let Some(later) = self.tags.later.remove(path) else { return Vec::new() };
+        let Some(mut later) = self.tags.later.remove(path) else { return Vec::new() };
         tracing::debug!("{}: writing {} tag(s)", path.display(), later.ids.len());
         let Some(seen) = self.read_file(path) else { return Vec::new() }; // gone: nothing owed
         let owed: HashSet<MarkerId> = later.ids.iter().copied().collect();
@@ -200,6 +326,9 @@ impl LivePipeline<'_> {
             Ok(()) => {
                 tracing::debug!("{}: tagged {} ask(s)", path.display(), stamps.len());
                 self.files.remember(path, &stamped);
+                later.tries += 1;
+                later.replaced = Some(seen.bytes().to_vec());
+                self.tags.later.insert(path.to_path_buf(), later);
                 stamps.iter().map(|s| s.id).collect()
             }
             Err(e) if is_conflict(&e) => {
@@ -208,7 +337,9 @@ impl LivePipeline<'_> {
                 tracing::debug!("{e}; tagged when it is quiet again");
                 self.files.look_again(path);
                 let due = Instant::now() + self.tags.quiet.max(Duration::from_millis(50));
-                self.tags.later.insert(path.to_path_buf(), TagLater { due, ..later });
+                later.safe_at = Some(due);
+                later.fallback = later.fallback.max(due);
+                self.tags.later.insert(path.to_path_buf(), later);
                 Vec::new()
             }
             Err(e) => {

@@ -37,6 +37,9 @@ pub struct LiveOptions {
     /// editor saves while its user types, the least time an ask's text must stay unchanged
     /// before it is announced. Zero: tags at once, and every save is a deliberate one.
     pub settle: Duration,
+    /// The latest a heard ask's tag is written after its file's last save, when no save
+    /// elsewhere in the file made a safe moment for it first.
+    pub tag_after: Duration,
     /// The word that starts an ask.
     pub trigger: String,
     /// Where an ask's id goes: into the file, or only into the ledger.
@@ -157,7 +160,8 @@ impl Live {
             None => Asks::for_mode(options.tag, &root, &options.trigger)?,
         };
         let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone())
-            .settling(options.settle, crate::state::state_dir().as_deref());
+            .settling(options.settle, crate::state::state_dir().as_deref())
+            .tagging_after(options.tag_after);
         let stop = Arc::new(AtomicBool::new(false));
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
         let (end, ended) = std::sync::mpsc::channel::<()>();
@@ -383,6 +387,7 @@ mod tests {
             root: root.clone(),
             debounce: Duration::from_millis(20),
             settle: Duration::ZERO,
+            tag_after: Duration::ZERO,
             trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
             tag: TagMode::File,
         };
