@@ -41,6 +41,7 @@ mod state;
 mod sys;
 #[cfg(test)]
 mod test_support;
+mod vscode_settings;
 mod walk;
 mod watch;
 

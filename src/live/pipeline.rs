@@ -85,6 +85,17 @@ impl<'t> LivePipeline<'t> {
         self
     }
 
+    /// A root whose VS Code saves after a delay (its settings say so) starts as a root whose
+    /// editor autosaves, so that its first ask is not announced cut in half. Read at each
+    /// start, not kept.
+    pub fn reading_vscode_settings(mut self) -> Self {
+        if let Some(file) = crate::vscode_settings::autosave_settings(self.files.root()) {
+            tracing::info!("{}: VS Code saves after a delay; asks wait to settle", file.display());
+            self.typing.configured_to_autosave();
+        }
+        self
+    }
+
     /// Sets the latest a heard ask's tag is written after its file's last save (see
     /// [`super::LiveOptions::tag_after`]).
     pub fn tagging_after(mut self, tag_after: Duration) -> Self {

@@ -31,6 +31,9 @@ pub(super) struct Typing {
     revised: HashSet<MarkerId>,
     /// The switches between deliberate saves and autosave not yet told.
     switches: Vec<ModeSwitch>,
+    /// The editor's settings say it autosaves (VS Code's `files.autoSave`), whatever the
+    /// habit learned: read at start, not kept.
+    configured: bool,
 }
 
 impl Typing {
@@ -46,7 +49,12 @@ impl Typing {
 
     /// True once the root's editor is known to save while its user types.
     pub fn autosaves(&self) -> bool {
-        self.habit.habit.autosave
+        self.configured || self.habit.habit.autosave
+    }
+
+    /// The editor's settings say it saves while its user types: asks wait from the first.
+    pub fn configured_to_autosave(&mut self) {
+        self.configured = true;
     }
 
     /// A save of `path` at `now`, before anything is made of it: the habit is read again if
@@ -133,7 +141,7 @@ impl Typing {
     /// autosaves, always; elsewhere, only revisions (their user is typing right now).
     fn waits(&self, candidates: &[Draft]) -> bool {
         !self.settle.is_zero()
-            && (self.habit.habit.autosave || candidates.iter().any(|c| c.revises.is_some()))
+            && (self.autosaves() || candidates.iter().any(|c| c.revises.is_some()))
     }
 
     /// The words of the asks of `path` waiting for their text to settle (the user typed them:

@@ -161,7 +161,8 @@ impl Live {
         };
         let mut live = LivePipeline::with_asks(root, scanner, options.tag, asks.clone())
             .settling(options.settle, crate::state::state_dir().as_deref())
-            .tagging_after(options.tag_after);
+            .tagging_after(options.tag_after)
+            .reading_vscode_settings();
         let stop = Arc::new(AtomicBool::new(false));
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
         let (end, ended) = std::sync::mpsc::channel::<()>();
