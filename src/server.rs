@@ -15,6 +15,7 @@
 //! its client once which session gets the asks, and takes over when the owner exits.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -316,6 +317,10 @@ impl FilewatchServer {
             let scanner = shared.scanner()?;
             let report = pipeline::scan_paths(&scanner, &[scope], TOOL_THREADS);
             let mut records = shared.asks.snapshot();
+            // A resolved ask's tagged marker that an editor wrote back (its buffer saved over
+            // the resolve) is no open ask: it is not listed (issue 34).
+            let resolved: HashSet<MarkerId> =
+                records.iter().filter(|r| !r.is_pending()).map(|r| r.id).collect();
             records.retain(|r| r.is_pending());
             let (mut pending, mut unannounced) = (Vec::new(), Vec::new());
             for f in &report.files {
@@ -323,6 +328,9 @@ impl FilewatchServer {
                 let mine: Vec<_> = records.iter().filter(|r| r.file == file).cloned().collect();
                 let quiet = shared.asks.has_quiet(&file).then(|| std::fs::read(&f.path).ok());
                 for (m, id) in pipeline::with_records(&scanner, &f.path, &file, &f.markers, &mine) {
+                    if id.is_some_and(|id| resolved.contains(&id)) {
+                        continue;
+                    }
                     let why = match (&quiet, id) {
                         (Some(Some(bytes)), None) => {
                             let line = crate::lines::line_around(bytes, m.insert_at..m.insert_at);
