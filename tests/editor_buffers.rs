@@ -210,3 +210,31 @@ fn a_resolved_marker_written_back_stays_resolved() {
     assert!(again.is_empty(), "announced again: {again:?}");
     assert_eq!(p.read("a.py"), back, "written over");
 }
+
+/// D: resolved before its tag was written (no save elsewhere yet), the ask comes back
+/// untagged from the editor's buffer with code typed below it: no tag is written over it.
+#[test]
+fn a_resolved_ask_written_back_before_its_tag_gets_none() {
+    let p = Project::new();
+    let state = tempfile::tempdir().unwrap();
+    let args = ["--tag-after", "10m"];
+    let mut s = Server::start_with_args(&p.root, state.path(), Stdio::inherit(), &args);
+    handshake(&mut s);
+    p.write("a.py", "# @claude why?\nx = 1\n");
+    let note = s.note(|n| n["params"]["meta"]["file"] == "a.py");
+    let id = note["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+    s.hear_all(3);
+    let resolved = s.call(4, "resolve_ask", serde_json::json!({ "id": id }));
+    assert_ne!(resolved["isError"], true, "{resolved}");
+    assert_eq!(p.read("a.py"), "x = 1\n");
+    let back = "# @claude why?\nx = 1\ny = 2\n"; // the buffer, and code typed below
+    p.write("a.py", back);
+    // The barrier: an ask heard, then a save elsewhere in its file, then its tag.
+    p.write("b.py", "# @claude barrier\n");
+    let note = s.note(|n| n["params"]["meta"]["file"] == "b.py");
+    let b = note["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+    s.hear_all(5);
+    p.write("b.py", "# @claude barrier\nx = 1\n");
+    p.wait_for("b.py", &format!("# @claude[{b}] barrier\nx = 1\n"));
+    assert_eq!(p.read("a.py"), back, "a tag written into the resolved ask");
+}
