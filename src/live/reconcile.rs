@@ -143,8 +143,9 @@ impl Ledger {
         })
     }
 
-    /// The tags owed to the file: its untagged markers that are asks in `owed`, with their ids.
-    /// The file's asks are placed in this version (the one the tags go into).
+    /// The tags owed to the file: its untagged markers that are pending asks in `owed`, with
+    /// their ids — never a resolved ask's copy that an editor wrote back. The file's asks are
+    /// placed in this version (the one the tags go into).
     pub fn stamps_owed(&self, found: &InFile, owed: &HashSet<MarkerId>) -> Vec<Stamp> {
         self.asks.update(|records| {
             let pairs = pairing::pair(found, records);
@@ -155,8 +156,10 @@ impl Ledger {
                 .zip(&pairs)
                 .filter(|(m, _)| !m.is_tagged())
                 .filter_map(|(m, p)| {
-                    let id = records[(*p)?].id;
-                    owed.contains(&id).then_some(Stamp { insert_at: m.insert_at, id })
+                    let record = &records[(*p)?];
+                    let id = record.id;
+                    let owed = owed.contains(&id) && record.is_pending();
+                    owed.then_some(Stamp { insert_at: m.insert_at, id })
                 })
                 .collect()
         })
