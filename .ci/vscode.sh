@@ -8,8 +8,8 @@
 # (build-essential pkg-config libsecret-1-dev libkrb5-dev); Node 24, which code-server needs, from
 # the npm package node@24 into ~/.cache/filewatch-mcp (the system's Node stays as it is); and
 # tests/vscode's packages (npm ci, run with Node 24: code-server builds its modules for it).
-# Measured from nothing on a loaded 2-core machine: apt 36 s, Node 24 11 s, npm ci 3 min 45 s.
-# FW_VSCODE_PENDING=fail makes the scenarios still marked todo count as failures.
+# Measured from nothing on a loaded 2-core machine: apt 36 s, Node 24 11 s, npm ci 3 min 45 s;
+# then the 14 tests, about 10 min (docs/development.md#measurements).
 set -euo pipefail
 bin=$(realpath "${1:?usage: .ci/vscode.sh path/to/filewatch-mcp}")
 cd "$(dirname "$0")/.."

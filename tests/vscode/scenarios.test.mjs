@@ -10,21 +10,13 @@
 // artifacts/<scenario>/.
 //
 //   npm ci && FILEWATCH_BIN=/path/to/filewatch-mcp npm test
-//
-// The scenarios that fail on main until issue 34 is fixed are marked pending: skipped by default
-// (each costs a minute of a 2-core CI), run and reported without counting with
-// FW_VSCODE_PENDING=todo, run and counted with FW_VSCODE_PENDING=fail.
+
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { CONFLICT, Session } from './harness.mjs';
 
-const PENDING_WHY = 'issue 34: fails on main (FW_VSCODE_PENDING=todo runs it)';
-const PENDING = {
-  fail: {},
-  todo: { todo: PENDING_WHY },
-}[process.env.FW_VSCODE_PENDING] ?? { skip: PENDING_WHY };
 // One scenario: VS Code's start (20 s on a loaded machine) and a minute of typing, with room.
 const TIMEOUT = 240_000;
 const TAG = /\[fw-[0-9a-f]{8}\]/g;
@@ -160,12 +152,12 @@ describe('filewatch-mcp beside a real VS Code (code-server 4.139.1)', { concurre
 
   // Issue 34, 1: save, keep typing, save again at 3 s and 11 s; the tag lands at ~8 s under
   // unsaved typing and the 11 s save is refused.
-  test('manual save then keep typing (saves at 3 s and 11 s)', { timeout: TIMEOUT, ...PENDING }, async () => {
+  test('manual save then keep typing (saves at 3 s and 11 s)', { timeout: TIMEOUT }, async () => {
     await scenario({ name: 'manual-save-keep-typing' }, manualSaveKeepTyping);
   });
 
   // Issue 34, 1: autosave afterDelay 1000 ms, the ask typed in one go, 1.5 s pause, then code.
-  test('autosave 1000 ms: ask in one go, 1.5 s pause, then more code', { timeout: TIMEOUT, ...PENDING }, async () => {
+  test('autosave 1000 ms: ask in one go, 1.5 s pause, then more code', { timeout: TIMEOUT }, async () => {
     await scenario({ name: 'autosave-ask-then-code', autosave: 1000 }, async (s, p) => {
       await s.goto(ASK_LINE, 1);
       await s.type(ASK);
@@ -178,7 +170,7 @@ describe('filewatch-mcp beside a real VS Code (code-server 4.139.1)', { concurre
 
   // Issue 34, 4: autosave, and the person stops mid-sentence to think (1.5 s): the first autosave
   // holds half the ask. On a fresh root it must not reach Claude in part.
-  test('autosave 1000 ms: a 1.5 s pause in the middle of the ask', { timeout: TIMEOUT, ...PENDING }, async () => {
+  test('autosave 1000 ms: a 1.5 s pause in the middle of the ask', { timeout: TIMEOUT }, async () => {
     await scenario({ name: 'autosave-pause-mid-ask', autosave: 1000 }, async (s, p) => {
       await s.goto(ASK_LINE, 1);
       await s.type(ASK.slice(0, 25)); // "# @claude why does total "
@@ -192,7 +184,7 @@ describe('filewatch-mcp beside a real VS Code (code-server 4.139.1)', { concurre
   });
 
   // Issue 34, 1: save, think 3 s, type one line (the tag lands while it is typed), save.
-  test('think 3 s then type one line', { timeout: TIMEOUT, ...PENDING }, async () => {
+  test('think 3 s then type one line', { timeout: TIMEOUT }, async () => {
     await scenario({ name: 'think-then-one-line' }, async (s, p) => {
       await askAndSave(s);
       await s.pause(3_000);
@@ -213,7 +205,7 @@ describe('filewatch-mcp beside a real VS Code (code-server 4.139.1)', { concurre
 
   // Issue 34, 3: the buffer is clean when the tag lands; VS Code reloads it, and the person goes
   // on typing at the end of the ask line.
-  test('keep typing on the ask line after the tag lands', { timeout: TIMEOUT, ...PENDING }, async () => {
+  test('keep typing on the ask line after the tag lands', { timeout: TIMEOUT }, async () => {
     await scenario({ name: 'type-on-ask-line-after-tag' }, async (s, p) => {
       await askAndSave(s);
       await readUntilTagged(s, 15_000);
@@ -240,7 +232,7 @@ describe('filewatch-mcp beside a real VS Code (code-server 4.139.1)', { concurre
   // Issue 34, 2 and 3: the person asks, writes a line of code below and saves (the tag lands:
   // the cursor is not on the ask's line), then Ctrl+Z right after the tag landed, then Ctrl+S.
   // Nothing is fought over: no second announcement, no write after the person's save.
-  test('undo after the tag', { timeout: TIMEOUT, ...PENDING }, async () => {
+  test('undo after the tag', { timeout: TIMEOUT }, async () => {
     await scenario({ name: 'undo-after-tag' }, async (s, p) => {
       await askAndSave(s);
       const line = '\nprint(total([1, 2]))';
@@ -273,7 +265,7 @@ describe('filewatch-mcp beside a real VS Code (code-server 4.139.1)', { concurre
 
   // Issue 34, 2: Claude resolves the ask (filewatch-mcp resolve ID) while the person has unsaved
   // typing; their save then meets the removal (Overwrite, if VS Code asks).
-  test('resolve mid-edit, then Overwrite', { timeout: TIMEOUT, ...PENDING }, async () => {
+  test('resolve mid-edit, then Overwrite', { timeout: TIMEOUT }, async () => {
     await scenario({ name: 'resolve-mid-edit-overwrite' }, async (s, p) => {
       await askAndSave(s);
       await s.waitFor('the announcement', () => s.asks.length > 0, 10_000);
