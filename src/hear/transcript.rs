@@ -96,6 +96,23 @@ mod tests {
         assert_eq!(t.find(&ids), vec![id], "the id cut by the first look is found by the next");
     }
 
+    /// A line read while the server looked for other ids still counts for an id it learns of
+    /// later: the channel line can reach the transcript, and a hook run read it, in the moment
+    /// between the message going out and the hub being told (seen as a flake of
+    /// tests/hearing.rs's an_ask_in_the_transcript_is_heard_and_not_printed_again).
+    #[test]
+    fn an_id_read_before_it_was_looked_for_is_found_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let id: MarkerId = "fw-0badc0de".parse().unwrap();
+        let other: MarkerId = "fw-12345678".parse().unwrap();
+        let line = r#"{"type":"user","message":{"content":"<channel replyTo=\"fw-0badc0de\">"}}"#;
+        std::fs::write(&path, format!("{line}\n")).unwrap();
+        let mut t = Transcript::new(&path);
+        assert!(t.find(&[other].into_iter().collect()).is_empty());
+        assert_eq!(t.find(&[id].into_iter().collect()), vec![id]);
+    }
+
     #[test]
     fn a_queued_message_is_not_heard_yet() {
         let dir = tempfile::tempdir().unwrap();
