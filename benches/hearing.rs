@@ -100,11 +100,15 @@ mod bench {
         let before = voluntary_switches(hook);
         std::thread::sleep(Duration::from_secs(10)); // measuring idle time is the point
         let wakeups = voluntary_switches(hook).saturating_sub(before) as f64 / 10.0;
+        let rollup = |key: &str| smaps_kb(hook, key) as f64 / 1024.0;
         println!(
             "the waiting hook (pid {hook}): {wakeups:.2} wake-ups/s over 10 s, RSS {:.1} MiB \
-             (peak {:.1} MiB)",
+             (anonymous {:.1} MiB, pages of files {:.1} MiB: the binary, shared with the server; \
+             PSS {:.1} MiB)",
             status_kb(hook, "VmRSS:") as f64 / 1024.0,
-            status_kb(hook, "VmHWM:") as f64 / 1024.0
+            status_kb(hook, "RssAnon:") as f64 / 1024.0,
+            status_kb(hook, "RssFile:") as f64 / 1024.0,
+            rollup("Pss:"),
         );
 
         // 2. Busy: an ask saved while the first and while the second of three sleeps runs.
@@ -142,6 +146,13 @@ mod bench {
             runs.last().unwrap()
         );
         session.exit();
+    }
+
+    /// A field of `/proc/PID/smaps_rollup`, in KiB (0 if unreadable).
+    fn smaps_kb(pid: u32, key: &str) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+        let line = text.lines().find(|l| l.starts_with(key)).unwrap_or_default();
+        line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
     }
 
     /// Waits for the request of the busy turn started at request `from` that follows its

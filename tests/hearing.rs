@@ -145,10 +145,15 @@ fn an_ask_in_the_transcript_is_heard_and_not_printed_again() {
     let line = json!({"type": "user", "message": {"content":
         format!("<channel source=\"filewatch\" file=\"b.py\" line=\"1\" replyTo=\"{id}\">\n@claude explain\n</channel>")}});
     std::fs::write(&transcript, format!("{line}\n")).unwrap();
-    let out = s.hook(&s.input("PostToolUse", Some(&transcript)).to_string(), &[]);
-    assert_eq!(context(&out), None, "heard on the channel: not printed again");
+    // Each hook run prints nothing, until one has shown the server the transcript once it
+    // knew the ask (the channel line reaches this test a moment before the server's hooks
+    // side is told) and the ask is tagged.
     let tagged = format!("# @claude[{id}] explain\ny = 2\n");
-    wait_for("the tag", || s.read("b.py") == tagged);
+    wait_for("the tag", || {
+        let out = s.hook(&s.input("PostToolUse", Some(&transcript)).to_string(), &[]);
+        assert_eq!(context(&out), None, "heard on the channel: not printed again");
+        s.read("b.py") == tagged
+    });
 }
 
 /// The background hook (`--wait`, asyncRewake) blocks until an ask is saved, then prints it

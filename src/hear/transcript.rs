@@ -12,17 +12,25 @@ use crate::id::MarkerId;
 /// before this much at the first look is older than any ask still unheard.
 const MAX_READ: u64 = 64 << 20;
 
+/// The most ids remembered from a transcript (a few bytes each): far more asks than a
+/// session hears.
+const MAX_SEEN: usize = 100_000;
+
 /// A transcript, as far as it has been read.
 #[derive(Debug)]
 pub struct Transcript {
     path: PathBuf,
     read_to: u64,
+    /// Every ask id in the lines read that entered the conversation, looked for or not: a line
+    /// can be read before the hub learns of its ask (the channel line out, the hub told a
+    /// moment later), and is never read again.
+    seen: HashSet<MarkerId>,
 }
 
 impl Transcript {
     /// The transcript at `path`, not read yet.
     pub fn new(path: &Path) -> Transcript {
-        Transcript { path: path.to_path_buf(), read_to: 0 }
+        Transcript { path: path.to_path_buf(), read_to: 0, seen: HashSet::new() }
     }
 
     /// Its path.
@@ -30,49 +38,72 @@ impl Transcript {
         &self.path
     }
 
-    /// Which of `ids` appear in the lines written since the last look (the first look reads
-    /// the file, or its last [`MAX_READ`] bytes) that entered the conversation. A transcript
-    /// that cannot be read (gone, a FIFO planted there) tells nothing.
+    /// Which of `ids` appear in the lines that entered the conversation, read at this look
+    /// (the lines written since the last; the first look reads the file, or its last
+    /// [`MAX_READ`] bytes) or an earlier one. A transcript that cannot be read (gone, a FIFO
+    /// planted there) tells nothing new.
     pub fn find(&mut self, ids: &HashSet<MarkerId>) -> Vec<MarkerId> {
         if ids.is_empty() {
             return Vec::new();
         }
-        let Ok(mut file) = crate::state::open_existing(&self.path) else { return Vec::new() };
-        let Ok(len) = file.metadata().map(|m| m.len()) else { return Vec::new() };
+        self.read_new_lines();
+        ids.iter().copied().filter(|id| self.seen.contains(id)).collect()
+    }
+
+    /// Reads the whole lines written since the last look into [`Transcript::seen`].
+    fn read_new_lines(&mut self) {
+        let Ok(mut file) = crate::state::open_existing(&self.path) else { return };
+        let Ok(len) = file.metadata().map(|m| m.len()) else { return };
         if len < self.read_to {
             self.read_to = 0; // rewritten (compacted): read it again
         }
         let from = self.read_to.max(len.saturating_sub(MAX_READ));
         if len <= from || file.seek(SeekFrom::Start(from)).is_err() {
-            return Vec::new();
+            return;
         }
         let mut bytes = Vec::new();
         if (&mut file).take(len - from).read_to_end(&mut bytes).is_err() {
-            return Vec::new();
+            return;
         }
         // Whole lines only: a line still being written is read whole at the next look.
-        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else { return Vec::new() };
+        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else { return };
         bytes.truncate(end + 1);
         self.read_to = from + bytes.len() as u64;
-        ids.iter().copied().filter(|id| in_conversation(&bytes, *id)).collect()
+        for id in ids_in_conversation(&bytes) {
+            if self.seen.len() >= MAX_SEEN {
+                self.seen.clear(); // the oldest asks are long heard or gone
+            }
+            self.seen.insert(id);
+        }
     }
 }
 
-/// True if a line of `bytes` that entered the conversation holds `id`: a user or assistant
-/// message, an attachment (a hook's `additionalContext`, a channel message queued mid-turn)
-/// or a system message — not a queue operation (a message queued is not one sent yet).
-fn in_conversation(bytes: &[u8], id: MarkerId) -> bool {
-    let needle = id.to_string();
-    let finder = memchr::memmem::Finder::new(needle.as_bytes());
-    finder.find_iter(bytes).any(|at| {
-        let start = bytes[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i);
-        let kind = serde_json::from_slice::<serde_json::Value>(&bytes[start..end])
+/// The ask ids (`fw-` and 8 hex digits) in the lines of `bytes` that entered the
+/// conversation: a user or assistant message, an attachment (a hook's `additionalContext`, a
+/// channel message queued mid-turn) or a system message — not a queue operation (a message
+/// queued is not one sent yet).
+fn ids_in_conversation(bytes: &[u8]) -> Vec<MarkerId> {
+    let finder = memchr::memmem::Finder::new(b"fw-");
+    let mut ids = Vec::new();
+    for line in bytes.split(|&b| b == b'\n') {
+        let mut found = finder
+            .find_iter(line)
+            .filter_map(|at| {
+                let id = std::str::from_utf8(line.get(at..at + 11)?).ok()?;
+                id.parse::<MarkerId>().ok()
+            })
+            .peekable();
+        if found.peek().is_none() {
+            continue;
+        }
+        let kind = serde_json::from_slice::<serde_json::Value>(line)
             .ok()
             .and_then(|line| line["type"].as_str().map(str::to_string));
-        // A line cut by the start of this read is whole in none: its id was seen before.
-        matches!(kind.as_deref(), Some("user" | "assistant" | "attachment" | "system"))
-    })
+        if matches!(kind.as_deref(), Some("user" | "assistant" | "attachment" | "system")) {
+            ids.extend(found);
+        }
+    }
+    ids
 }
 
 #[cfg(test)]
