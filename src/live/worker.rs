@@ -408,4 +408,63 @@ mod tests {
         live.stop();
         assert_eq!(files, ["missed.py", "sentinel.py"]);
     }
+
+    /// `n` lines of distinct asks, `#@claude xyz`, as short as an ask can be: 80,000 of them
+    /// fit under the 1 MiB file limit (100,000 cannot: an ask line takes at least 11 bytes).
+    fn many_asks(n: usize) -> String {
+        const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        let code = |mut i: usize| {
+            let mut s = String::new();
+            for _ in 0..3 {
+                s.push(DIGITS[i % DIGITS.len()] as char);
+                i /= DIGITS.len();
+            }
+            s
+        };
+        (0..n).map(|i| format!("#@claude {}\n", code(i))).collect()
+    }
+
+    /// Issue 30 (10): a file of tens of thousands of consecutive asks holds no other file
+    /// back: a one-ask file saved right after it is announced while the big file's asks are
+    /// still going out, not after the last of them (nor never).
+    #[test]
+    fn a_file_of_many_asks_holds_no_other_file_back() {
+        const N: usize = 80_000;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let big = many_asks(N);
+        assert!(big.len() as u64 <= crate::fsio::MAX_FILE_SIZE, "{}", big.len());
+        let options = LiveOptions {
+            root: root.clone(),
+            debounce: Duration::from_millis(20),
+            settle: Duration::ZERO,
+            trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
+            tag: TagMode::File,
+            tag_after: Duration::ZERO,
+        };
+        let (tx, rx) = mpsc::channel();
+        let live = Live::start(&options, move |ask: Ask| {
+            let _ = tx.send(ask.file);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        crate::test_support::write(root.join("big.py"), &big).unwrap();
+        // Falls quiet after big.py: it is handled after it, as changes come in that order.
+        crate::test_support::write(root.join("small.py"), "# @claude the one ask\n").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut big_asks = 0;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(file) if file == "small.py" => break,
+                Ok(_) => big_asks += 1,
+                Err(_) => panic!("no ask of small.py in 120 s; big.py's so far: {big_asks}"),
+            }
+        }
+        live.stop();
+        assert!(
+            big_asks < N,
+            "small.py's ask waited for all {N} of big.py's: held back until the file was done"
+        );
+    }
 }
