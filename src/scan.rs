@@ -23,6 +23,7 @@ mod lexer;
 mod near;
 mod nodes;
 mod recover;
+mod steps;
 mod symbol;
 mod trees;
 mod view;
@@ -35,6 +36,7 @@ use nodes::{
     comment_range, enclosing_comment, lexed_ancestor, near_error, parent_is_string, parse,
 };
 use recover::Recovery;
+use steps::Steps;
 pub use symbol::{sources as symbol_queries, Symbol};
 use trees::Reuse;
 pub use trees::{ParseCounts, TreeCache};
@@ -321,10 +323,15 @@ impl<'t> Scanner<'t> {
             None => parse(grammar, ts, src, None, None)?,
         };
         // Which tree owns each hit: the file's, or an embedded region's (parsed once each).
+        let steps = Steps::new(tree.root_node());
         let mut injected = HashMap::new();
-        let owners: Vec<Option<Owner>> = hits
+        let owners: Vec<Option<Owner>> =
+            hits.iter().map(|&hit| self.owner(lang, &steps, &mut injected, src, hit)).collect();
+        let regions: HashMap<usize, (&Language, Steps)> = injected
             .iter()
-            .map(|&hit| self.owner(lang, tree.root_node(), &mut injected, src, hit))
+            .filter_map(|(&start, r)| {
+                r.as_ref().map(|(row, t)| (start, (*row, Steps::new(t.root_node()))))
+            })
             .collect();
         // Where the lexer-level reading of each broken tree has got to.
         let mut recoveries: HashMap<Owner, Recovery> = HashMap::new();
@@ -339,18 +346,16 @@ impl<'t> Scanner<'t> {
                 // Past the end of a tree that stopped early (YAML after an indentation error),
                 // the root itself stands for the hit.
                 Owner::File => {
-                    let root = tree.root_node();
-                    let node = root.descendant_for_byte_range(hit, end).unwrap_or(root);
-                    Located { row: lang, root, node }
+                    let node = steps.descendant(hit, end).unwrap_or(steps.root());
+                    Located { row: lang, root: steps.root(), node, steps: &steps }
                 }
                 Owner::Region(start) => {
-                    let Some(Some((row, region))) = injected.get(&start) else { continue };
-                    let root = region.root_node();
-                    let Some(node) = root.descendant_for_byte_range(hit, end) else { continue };
-                    Located { row, root, node }
+                    let Some((row, steps)) = regions.get(&start) else { continue };
+                    let Some(node) = steps.descendant(hit, end) else { continue };
+                    Located { row, root: steps.root(), node, steps }
                 }
             };
-            let marker = if at.root.has_error() || recover::in_unclosed_heredoc(at.node) {
+            let marker = if at.root.has_error() || recover::in_unclosed_heredoc(at.steps, at.node) {
                 let recovery =
                     recoveries.entry(owner).or_insert_with(|| Recovery::new(at.row, at.root));
                 self.marker_near_error(lang, &at, src, hit, recovery)
@@ -367,13 +372,13 @@ impl<'t> Scanner<'t> {
     fn owner(
         &self,
         lang: &Language,
-        root: Node,
+        steps: &Steps,
         injected: &mut HashMap<usize, Option<(&'t Language, Tree)>>,
         src: &[u8],
         hit: usize,
     ) -> Option<Owner> {
-        let node = root.descendant_for_byte_range(hit, hit + self.trigger.len()).unwrap_or(root);
-        match embedded_region(self.table, lang, node, src) {
+        let node = steps.descendant(hit, hit + self.trigger.len()).unwrap_or(steps.root());
+        match embedded_region(self.table, lang, steps, node, src) {
             Embedded::No => Some(Owner::File),
             Embedded::Opaque => None,
             Embedded::Yes(row, region) => {
@@ -391,7 +396,7 @@ impl<'t> Scanner<'t> {
     /// The marker whose trigger is at `hit` in a tree without errors: the comment around it,
     /// the ask read from it (a paragraph of line comments is one ask).
     fn marker_at(&self, lang: &Language, at: &Located, src: &[u8], hit: usize) -> Option<Found> {
-        let TreeSays::Comment(_, range) = comment_around(lang, at.row, at.node, src, hit) else {
+        let TreeSays::Comment(_, range) = comment_around(lang, at, src, hit) else {
             return None;
         };
         if at.row.comments_start_line && !starts_its_line(src, range.start) {
@@ -399,9 +404,9 @@ impl<'t> Scanner<'t> {
         }
         let mut comment_below = |pos: usize, style: usize| {
             let comment = at
-                .root
-                .descendant_for_byte_range(pos, pos + 1)
-                .and_then(|n| enclosing_comment(at.row, n))
+                .steps
+                .descendant(pos, pos + 1)
+                .and_then(|n| enclosing_comment(at.row, at.steps, n))
                 .filter(|c| c.start_byte() <= pos && c.end_byte() >= pos + style)?;
             Some(comment.byte_range())
         };
@@ -422,7 +427,7 @@ impl<'t> Scanner<'t> {
         hit: usize,
         recovery: &mut Recovery<'_, '_>,
     ) -> Option<Found> {
-        let tree = comment_around(lang, at.row, at.node, src, hit);
+        let tree = comment_around(lang, at, src, hit);
         if matches!(tree, TreeSays::Hidden) {
             return None;
         }
@@ -460,7 +465,7 @@ impl<'t> Scanner<'t> {
         };
         let (range, body) = self.ask(at.row, src, range, hit, &mut comment_below)?;
         let decided_by = match node {
-            Some(node) if !near_error(node, at.root, line_around(src, range.clone())) => {
+            Some(node) if !near_error(at.steps, node, line_around(src, range.clone())) => {
                 DecidedBy::Syntax
             }
             Some(_) => DecidedBy::Fallback(FallbackReason::SyntaxError),
@@ -746,7 +751,7 @@ impl Body {
 fn symbol_at(at: &Located, src: &[u8], f: &Found) -> Option<Box<Symbol>> {
     let (grammar, ts) = (at.row.grammar.as_deref()?, at.row.ts_language.as_ref()?);
     let query = symbol::query_for(grammar, ts)?;
-    symbol::symbol_of(&query, at.row, at.root, src, f.comment.clone(), f.hit).map(Box::new)
+    symbol::symbol_of(&query, at.row, at.steps, src, f.comment.clone(), f.hit).map(Box::new)
 }
 
 /// The tree a hit lies in.
@@ -763,6 +768,8 @@ struct Located<'a, 'r> {
     row: &'r Language,
     root: Node<'a>,
     node: Node<'a>,
+    /// The tree's steps (see [`Steps`]).
+    steps: &'r Steps<'a>,
 }
 
 /// What the tree says about a hit.
@@ -780,20 +787,20 @@ enum TreeSays<'a> {
 /// host language says that node is no comment (an HTML attribute value, a string's text).
 fn comment_around<'a>(
     lang: &Language,
-    row: &Language,
-    node: Node<'a>,
+    at: &Located<'a, '_>,
     src: &[u8],
     hit: usize,
 ) -> TreeSays<'a> {
-    if let Some(lexed) = lexed_ancestor(row, node) {
+    let (row, node, steps) = (at.row, at.node, at.steps);
+    if let Some(lexed) = lexed_ancestor(row, steps, node) {
         // Text the grammar leaves unparsed (a C macro body): read it with the tokens.
         return match FallbackLexer::new(row).comment_containing(src, lexed.byte_range(), hit) {
             Some(range) => TreeSays::Comment(lexed, range),
             None => TreeSays::Hidden,
         };
     }
-    let Some(comment) = enclosing_comment(row, node) else { return TreeSays::Nothing };
-    if lang_hides_comment(lang, comment, src) || parent_is_string(comment) {
+    let Some(comment) = enclosing_comment(row, steps, node) else { return TreeSays::Nothing };
+    if lang_hides_comment(lang, steps, comment, src) || parent_is_string(steps, comment) {
         return TreeSays::Hidden;
     }
     match comment_range(row, src, comment.byte_range(), hit) {

@@ -147,6 +147,11 @@ impl<'t> LivePipeline<'t> {
         self.typing.switches()
     }
 
+    /// True while a file has asks ready that no round has taken yet.
+    pub fn has_backlog(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
     /// The next round of a file with more asks than one round took, if any.
     pub fn backlog(&mut self, room: usize) -> Option<Vec<Ask>> {
         let change = self.backlog.pop_front()?;

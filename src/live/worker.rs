@@ -236,9 +236,9 @@ impl Drop for Live {
 }
 
 /// The worker's loop: each change as it comes, and what falls due (a draft whose text settled,
-/// a tag whose file is quiet) when it does — no polling, no timer while nothing is owed —
-/// until the changes end, `stop` is set, or the sink breaks. The tags still owed then are
-/// written: their asks were delivered.
+/// a tag whose file is quiet, the next round of a file with many asks) when it does — no
+/// polling, no timer while nothing is owed — until the changes end, `stop` is set, or the sink
+/// breaks. The tags still owed then are written: their asks were delivered.
 fn run_live(
     live: &mut LivePipeline,
     inputs: &Receiver<Input>,
@@ -246,7 +246,10 @@ fn run_live(
     mut sink: impl Sink,
 ) {
     loop {
-        let input = match live.next_due() {
+        // A file with more asks than one round waits in the backlog, and its next round goes
+        // out only when no input is waiting: a file of thousands of asks holds no other back.
+        let wake = if live.has_backlog() { Some(Instant::now()) } else { live.next_due() };
+        let input = match wake {
             None => inputs.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(at) => inputs.recv_timeout(at.saturating_duration_since(Instant::now())),
         };
@@ -262,7 +265,14 @@ fn run_live(
                 live.heard(&ids);
                 Vec::new()
             }
-            Err(RecvTimeoutError::Timeout) => live.run_due(Instant::now(), ROUND),
+            Err(RecvTimeoutError::Timeout) => {
+                let asks = live.run_due(Instant::now(), ROUND);
+                if asks.is_empty() {
+                    live.backlog(ROUND).unwrap_or_default()
+                } else {
+                    asks
+                }
+            }
             Ok(Input::End) | Err(RecvTimeoutError::Disconnected) => break,
         };
         for switch in live.switches() {
@@ -270,11 +280,6 @@ fn run_live(
         }
         if hand_on(live, &mut sink, asks).is_break() {
             return;
-        }
-        while let Some(asks) = live.backlog(ROUND) {
-            if hand_on(live, &mut sink, asks).is_break() || stop.load(Ordering::SeqCst) {
-                return;
-            }
         }
     }
     live.write_all_tags();

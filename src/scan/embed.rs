@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use tree_sitter::Node;
 
+use super::steps::Steps;
 use crate::languages::{Language, LanguageTable};
 
 /// Where a hit lies with respect to a language embedded in the file's language.
@@ -20,10 +21,11 @@ pub(super) enum Embedded<'l> {
 
 /// HTML `<script>`/`<style>` bodies are JavaScript/TypeScript/CSS; Markdown paragraphs are
 /// parsed again with the inline grammar, where inline HTML comments live.
-pub(super) fn embedded_region<'l>(
+pub(super) fn embedded_region<'l, 'a>(
     table: &'l LanguageTable,
     lang: &Language,
-    node: Node,
+    steps: &Steps<'a>,
+    node: Node<'a>,
     src: &[u8],
 ) -> Embedded<'l> {
     let grammar = lang.grammar.as_deref();
@@ -31,7 +33,7 @@ pub(super) fn embedded_region<'l>(
     while let Some(cur) = n {
         match (grammar, cur.kind()) {
             (Some("html"), "raw_text") => {
-                let Some(element) = cur.parent() else { return Embedded::Opaque };
+                let Some(element) = steps.parent(cur) else { return Embedded::Opaque };
                 let inner = match element.kind() {
                     "script_element" => script_language(element, src),
                     "style_element" => style_language(element, src),
@@ -50,7 +52,7 @@ pub(super) fn embedded_region<'l>(
             }
             _ => {}
         }
-        n = cur.parent();
+        n = steps.parent(cur);
     }
     Embedded::No
 }
@@ -108,13 +110,20 @@ fn style_language(element: Node, src: &[u8]) -> Option<&'static str> {
 /// Comment nodes that the file's grammar produces where the language has no comment: HTML
 /// comments inside attribute values, `<textarea>` and `<title>` (both RCDATA); CSS comments
 /// inside an unquoted `url()`.
-pub(super) fn lang_hides_comment(lang: &Language, comment: Node, src: &[u8]) -> bool {
+pub(super) fn lang_hides_comment<'a>(
+    lang: &Language,
+    steps: &Steps<'a>,
+    comment: Node<'a>,
+    src: &[u8],
+) -> bool {
     match lang.grammar.as_deref() {
-        Some("html") => html_hides_comment(comment, src),
+        Some("html") => html_hides_comment(steps, comment, src),
         Some("css") => {
             // Everything inside an unquoted `url(...)` is the URL.
-            let call =
-                comment.parent().filter(|p| p.kind() == "arguments").and_then(|a| a.parent());
+            let call = steps
+                .parent(comment)
+                .filter(|p| p.kind() == "arguments")
+                .and_then(|a| steps.parent(a));
             call.and_then(|c| c.child(0))
                 .is_some_and(|name| src[name.byte_range()].eq_ignore_ascii_case(b"url"))
         }
@@ -122,8 +131,8 @@ pub(super) fn lang_hides_comment(lang: &Language, comment: Node, src: &[u8]) -> 
     }
 }
 
-fn html_hides_comment(comment: Node, src: &[u8]) -> bool {
-    let mut n = comment.parent();
+fn html_hides_comment<'a>(steps: &Steps<'a>, comment: Node<'a>, src: &[u8]) -> bool {
+    let mut n = steps.parent(comment);
     while let Some(p) = n {
         match p.kind() {
             "quoted_attribute_value" | "attribute_value" | "attribute" | "start_tag" => {
@@ -143,7 +152,7 @@ fn html_hides_comment(comment: Node, src: &[u8]) -> bool {
             }
             _ => {}
         }
-        n = p.parent();
+        n = steps.parent(p);
     }
     false
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use memchr::memmem;
 use tree_sitter::{Node, ParseOptions, Parser, Tree};
 
-use super::{recover, trim_end, trim_start};
+use super::{recover, trim_end, trim_start, Steps};
 use crate::languages::Language;
 
 /// A parse that takes longer than this is abandoned and the file scanned with the fallback
@@ -82,16 +82,24 @@ pub(super) fn point(src: &[u8], offset: usize) -> tree_sitter::Point {
 }
 
 /// The nearest node, from `node` up, whose kind is one of the language's comment kinds.
-pub(super) fn enclosing_comment<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
-    ancestor_of_kind(node, &lang.comment_kinds)
+pub(super) fn enclosing_comment<'a>(
+    lang: &Language,
+    steps: &Steps<'a>,
+    node: Node<'a>,
+) -> Option<Node<'a>> {
+    ancestor_of_kind(steps, node, &lang.comment_kinds)
 }
 
 /// The nearest node, from `node` up, whose kind the language reads with its tokens.
-pub(super) fn lexed_ancestor<'a>(lang: &Language, node: Node<'a>) -> Option<Node<'a>> {
-    ancestor_of_kind(node, &lang.lexed_kinds)
+pub(super) fn lexed_ancestor<'a>(
+    lang: &Language,
+    steps: &Steps<'a>,
+    node: Node<'a>,
+) -> Option<Node<'a>> {
+    ancestor_of_kind(steps, node, &lang.lexed_kinds)
 }
 
-fn ancestor_of_kind<'a>(node: Node<'a>, kinds: &[String]) -> Option<Node<'a>> {
+fn ancestor_of_kind<'a>(steps: &Steps<'a>, node: Node<'a>, kinds: &[String]) -> Option<Node<'a>> {
     if kinds.is_empty() {
         return None;
     }
@@ -100,7 +108,7 @@ fn ancestor_of_kind<'a>(node: Node<'a>, kinds: &[String]) -> Option<Node<'a>> {
         if kinds.iter().any(|k| k == cur.kind()) {
             return Some(cur);
         }
-        n = cur.parent();
+        n = steps.parent(cur);
     }
     None
 }
@@ -200,8 +208,8 @@ fn merged_line_comment(
 /// A comment node directly inside a string, or inside a heredoc below its opening line, is a
 /// grammar's mistake (tree-sitter-lua reads `"--[[ x ]]"` so, tree-sitter-php a `#` line of a
 /// heredoc body): the text is string. A comment after a heredoc opener (`cat <<EOF # x`) is real.
-pub(super) fn parent_is_string(comment: Node) -> bool {
-    comment.parent().is_some_and(|p| {
+pub(super) fn parent_is_string(steps: &Steps, comment: Node) -> bool {
+    steps.parent(comment).is_some_and(|p| {
         let kind = p.kind();
         if kind.contains("heredoc") {
             return comment.start_position().row > p.start_position().row;
@@ -212,21 +220,22 @@ pub(super) fn parent_is_string(comment: Node) -> bool {
 
 /// True if the comment is inside an ERROR node, beside one, or shares its line with an error
 /// or a MISSING node.
-pub(super) fn near_error(comment: Node, root: Node, line: Range<usize>) -> bool {
+pub(super) fn near_error(steps: &Steps, comment: Node, line: Range<usize>) -> bool {
+    let root = steps.root();
     if !root.has_error() {
         return false;
     }
-    let mut n = comment.parent();
+    let mut n = steps.parent(comment);
     while let Some(p) = n {
         if p.is_error() || p.is_missing() {
             return true;
         }
-        n = p.parent();
+        n = steps.parent(p);
     }
     // A sibling holding an error: an unterminated string on the line before leaves the
     // ERROR inside the previous statement, and the comment right after it.
     let bad = |n: Option<Node>| n.is_some_and(|n| n.is_error() || n.is_missing() || n.has_error());
-    if bad(comment.prev_sibling()) || bad(comment.next_sibling()) {
+    if bad(steps.prev_sibling(comment)) || bad(steps.next_sibling(comment)) {
         return true;
     }
     error_touches(root, &line)

@@ -214,14 +214,14 @@ const HEREDOC_BODIES: &[&str] = &["heredoc_body"];
 /// line (an empty end): a file with no syntax error to the parser, but one to the language —
 /// and, where the grammar read an operator as the opener (tree-sitter-ruby's `@buf<<item`),
 /// one the tokens must read.
-pub(super) fn in_unclosed_heredoc(node: Node) -> bool {
+pub(super) fn in_unclosed_heredoc(steps: &super::Steps, node: Node) -> bool {
     let mut n = Some(node);
     while let Some(cur) = n {
         if HEREDOC_BODIES.contains(&cur.kind()) {
             let end = cur.child(cur.child_count().saturating_sub(1));
             return end.is_some_and(|e| e.kind() == "heredoc_end" && e.byte_range().is_empty());
         }
-        n = cur.parent();
+        n = steps.parent(cur);
     }
     false
 }

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tree_sitter::{Node, Query, QueryCursor, StreamingIterator};
 
+use super::steps::Steps;
 use crate::languages::Language;
 
 /// The definition an ask is about.
@@ -190,16 +191,17 @@ struct Def<'t> {
 pub(super) fn symbol_of(
     q: &SymbolQuery,
     row: &Language,
-    root: Node,
+    steps: &Steps,
     src: &[u8],
     comment: Range<usize>,
     hit: usize,
 ) -> Option<Symbol> {
+    let root = steps.root();
     let whole_line = super::starts_its_line(src, comment.start);
     let below =
-        if whole_line { below(q, row, root, src, comment.start, comment.end) } else { None };
+        if whole_line { below(q, row, steps, src, comment.start, comment.end) } else { None };
     let chain: Vec<Def> = match below {
-        Some(d) => containing(q, root, src, d.node.start_byte())
+        Some(d) => containing(q, steps, src, d.node.start_byte())
             .into_iter()
             .filter(|c| {
                 c.node.start_byte() <= d.node.start_byte() && c.node.end_byte() >= d.node.end_byte()
@@ -209,17 +211,17 @@ pub(super) fn symbol_of(
         // last line of a Haskell equation, whose node ends before the comment.
         None if !whole_line => {
             let code = src[..comment.start].iter().rposition(|b| !b.is_ascii_whitespace());
-            containing(q, root, src, code.unwrap_or(hit))
+            containing(q, steps, src, code.unwrap_or(hit))
         }
-        None => containing(q, root, src, hit),
+        None => containing(q, steps, src, hit),
     };
     let inner = *chain.last()?;
-    if root.has_error() && !sound(&chain) {
+    if root.has_error() && !sound(steps, &chain) {
         return None;
     }
     let names = chain.iter().flat_map(|d| d.scope.into_iter().chain([d.name]));
     let name = chain_text(names.map(|n| name_text(src, n)).collect());
-    let first = attached_before(q, src, inner.node);
+    let first = attached_before(q, src, steps, inner.node);
     let end = inner.node.end_position();
     // A node that ends with its line's `\n` (Rust doc comments do) ends on the row before.
     let last_row =
@@ -229,16 +231,16 @@ pub(super) fn symbol_of(
 
 /// True if every definition of `chain` parsed whole and none lies under an error: in a tree
 /// with errors, anything else may be the parser's guess.
-fn sound(chain: &[Def]) -> bool {
+fn sound(steps: &Steps, chain: &[Def]) -> bool {
     if chain.iter().any(|d| d.node.has_error()) {
         return false;
     }
-    let mut n = chain.first().and_then(|d| d.node.parent());
+    let mut n = chain.first().and_then(|d| steps.parent(d.node));
     while let Some(p) = n {
         if p.is_error() || p.is_missing() {
             return false;
         }
-        n = p.parent();
+        n = steps.parent(p);
     }
     true
 }
@@ -280,12 +282,15 @@ fn name_text(src: &[u8], name: Node) -> String {
 
 /// The definitions whose node holds the byte at `at`, outer to inner: one per name (the
 /// outermost node: a decorated definition over its function) and one name per node (the
-/// first: a type's own name before its variants').
-fn containing<'t>(q: &SymbolQuery, root: Node<'t>, src: &[u8], at: usize) -> Vec<Def<'t>> {
+/// first: a type's own name before its variants'). Looked for from the top-level node that
+/// holds `at`, not the root: a query cursor steps through every child of the node it starts
+/// at, and no symbol pattern's definition is the root.
+fn containing<'t>(q: &SymbolQuery, steps: &Steps<'t>, src: &[u8], at: usize) -> Vec<Def<'t>> {
     let mut cursor = QueryCursor::new();
     cursor.set_byte_range(at..at + 1);
     let holds = |n: Node| n.start_byte() <= at && at < n.end_byte();
-    let defs = matches(q, &mut cursor, root, src, holds);
+    let from = steps.top_at(at).unwrap_or(steps.root());
+    let defs = matches(q, &mut cursor, from, src, holds);
     let mut defs = dedup(defs);
     defs.sort_by_key(|d| (d.node.start_byte(), std::cmp::Reverse(d.node.end_byte())));
     defs
@@ -355,9 +360,9 @@ fn is_attached(q: &SymbolQuery, src: &[u8], node: Node) -> bool {
 }
 
 /// Where `def` starts with the attributes right before it that belong to it.
-fn attached_before<'t>(q: &SymbolQuery, src: &[u8], def: Node<'t>) -> Node<'t> {
+fn attached_before<'t>(q: &SymbolQuery, src: &[u8], steps: &Steps<'t>, def: Node<'t>) -> Node<'t> {
     let mut first = def;
-    while let Some(prev) = first.prev_sibling() {
+    while let Some(prev) = steps.prev_sibling(first) {
         if !is_attached(q, src, prev) {
             break;
         }
@@ -373,7 +378,7 @@ fn attached_before<'t>(q: &SymbolQuery, src: &[u8], def: Node<'t>) -> Node<'t> {
 fn below<'t>(
     q: &SymbolQuery,
     row: &Language,
-    root: Node<'t>,
+    steps: &Steps<'t>,
     src: &[u8],
     start: usize,
     from: usize,
@@ -386,14 +391,14 @@ fn below<'t>(
         if at >= src.len() {
             return None;
         }
-        let leaf = root.descendant_for_byte_range(at, at + 1)?;
+        let leaf = steps.descendant(at, at + 1)?;
         if leaf.start_byte() != at {
             return None;
         }
         // The nodes that start here, smallest first.
         let mut starting = vec![leaf];
-        while let Some(parent) = starting.last().and_then(|n| n.parent()) {
-            if parent.start_byte() != at || parent.id() == root.id() {
+        while let Some(parent) = starting.last().and_then(|n| steps.parent(*n)) {
+            if parent.start_byte() != at || parent.id() == steps.root().id() {
                 break;
             }
             starting.push(parent);
