@@ -472,4 +472,102 @@ mod tests {
             "small.py's ask waited for all {N} of big.py's: held back until the file was done"
         );
     }
+
+    /// A repository whose `name` has `versions` committed versions of 17,920 bytes each (one line
+    /// differs from one to the next), made with `git fast-import`; `HEAD` is the last, checked
+    /// out. Returns its bytes.
+    fn long_history(root: &Path, name: &str, versions: usize) -> Vec<u8> {
+        use std::io::Write;
+        git(root, &["init", "-q"]);
+        let line = |tag: char, i: usize| {
+            format!("{tag}{i:07} = {i:07}  # a line of a file that is seventeen KB, padded\n")
+        };
+        let mut text: Vec<u8> = (0..280).flat_map(|i| line('x', i).into_bytes()).collect();
+        let width = line('x', 0).len();
+        let mut import = std::process::Command::new("git")
+            .args(["-C", root.to_str().unwrap(), "fast-import", "--quiet"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stream = std::io::BufWriter::new(import.stdin.take().unwrap());
+        for v in 0..versions {
+            let at = (v % 280) * width;
+            text[at..at + width].copy_from_slice(line('v', v).as_bytes());
+            let time = 1_700_000_000 + v;
+            write!(stream, "commit refs/heads/main\ncommitter t <t@t> {time} +0000\ndata 1\nv\n")
+                .unwrap();
+            write!(stream, "M 100644 inline {name}\ndata {}\n", text.len()).unwrap();
+            stream.write_all(&text).unwrap();
+            stream.write_all(b"\n").unwrap();
+        }
+        drop(stream);
+        assert!(import.wait().unwrap().success(), "git fast-import failed");
+        git(root, &["symbolic-ref", "HEAD", "refs/heads/main"]);
+        git(root, &["reset", "-q", "--hard"]);
+        text
+    }
+
+    /// Issue 30 (14): a file with 20,000 committed versions of 17 KB — more than the 256 MiB of
+    /// its history that is searched. Saved with a new ask while a `git status` holds git's index
+    /// lock, it is announced (git wrote nothing to it: it is no version git holds), and the
+    /// search holds up no other file: one saved meanwhile is announced first. After a takeover
+    /// (the file modified while no process watched git's lock), the same.
+    #[test]
+    fn a_long_history_in_git_takes_no_fresh_ask_for_gits() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let committed = long_history(&root, "hist.py", 20_000);
+        let hist = root.join("hist.py");
+        let options = LiveOptions {
+            root: root.clone(),
+            debounce: Duration::from_millis(20),
+            settle: Duration::ZERO,
+            trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
+            tag: TagMode::File,
+            tag_after: Duration::ZERO,
+        };
+        let sink = |tx: mpsc::Sender<(String, String)>| {
+            move |ask: Ask| {
+                let _ = tx.send((ask.file, ask.marker.text));
+                ControlFlow::Continue(())
+            }
+        };
+        let until = |rx: &mpsc::Receiver<(String, String)>, text: &str| {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            let mut files = Vec::new();
+            while files.last() != Some(&"hist.py".to_string()) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok((file, said)) if file != "hist.py" || said.ends_with(text) => {
+                        files.push(file)
+                    }
+                    Ok(_) => {}
+                    Err(_) => panic!("no ask {text:?} of hist.py in 120 s; asks so far: {files:?}"),
+                }
+            }
+            files
+        };
+        let (tx, rx) = mpsc::channel();
+        let live = Live::start(&options, sink(tx)).unwrap();
+        let lock = root.join(".git/index.lock");
+        std::fs::write(&lock, "").unwrap();
+        let mut saved = committed.clone();
+        saved.extend_from_slice(b"# @claude a fresh ask\n");
+        crate::test_support::write(&hist, &saved).unwrap();
+        crate::test_support::write(root.join("other.py"), "# @claude the other file\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300)); // the `git status` the user saved under
+        std::fs::remove_file(&lock).unwrap();
+        let files = until(&rx, "a fresh ask");
+        live.stop();
+        assert_eq!(files, ["other.py", "hist.py"], "the other file waited for the search");
+
+        let since = SystemTime::now() - Duration::from_secs(1);
+        let mut saved = std::fs::read(&hist).unwrap();
+        saved.extend_from_slice(b"# @claude saved as the owner died\n");
+        crate::test_support::write(&hist, &saved).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let live = Live::take_over(&options, None, since, sink(tx)).unwrap();
+        until(&rx, "saved as the owner died");
+        live.stop();
+    }
 }
