@@ -182,14 +182,31 @@ pub enum Problem {
         /// How long it has been held.
         secs: u64,
     },
-    /// A file's history in git is too long to search within the bounds: its untagged markers
-    /// count as git's (not announced), as the safe side.
+    /// A file git may have written (it changed while git held its index lock, or while no
+    /// process watched the root) whose history is too long to search within the bounds, and
+    /// which is a version git holds: its untagged markers not found in the part searched count
+    /// as git's (not announced), as the safe side.
     #[error(
-        "{path}: changed while git was writing, and its history is too long to search \
-         ({why}); its untagged markers are taken as git's and not announced (save the ask \
-         again, changed, to send it)"
+        "{path}: may have been written by git (it changed while git held its index lock, or \
+         while no process watched the root), and its history is too long to search ({why}); \
+         the file is a version git holds, so its untagged markers not found in the part \
+         searched are taken as git's and not announced (save the ask again, changed, to send \
+         it)"
     )]
     GitHistory {
+        /// The file.
+        path: PathBuf,
+        /// Which bound was reached.
+        why: String,
+    },
+    /// The same, for a file that is no version git holds: git wrote none of it (a `git status`
+    /// merely held the lock while the user saved), so its new asks are the user's.
+    #[error(
+        "{path}: may have been written by git (it changed while git held its index lock, or \
+         while no process watched the root), and its history is too long to search ({why}); \
+         the file is no version git holds, so git did not write it: its new asks are announced"
+    )]
+    GitHistoryCut {
         /// The file.
         path: PathBuf,
         /// Which bound was reached.
@@ -279,6 +296,7 @@ impl Problem {
                 tracing::debug!("skipped {e}")
             }
             Problem::NotWatched { .. } => tracing::debug!("{self}"),
+            Problem::GitHistoryCut { .. } => tracing::info!("{self}"),
             _ => tracing::warn!("{self}"),
         }
     }

@@ -410,6 +410,16 @@ pub struct GitLines {
     /// The trigger: a version's lines that hold it are known at their place too
     /// ([`crate::lines::version_keys`]).
     trigger: Option<memchr::memmem::Finder<'static>>,
+    /// The searches of files' histories, and their answers.
+    searches: history::Searches,
+}
+
+/// A change git may have written: the window it was seen in, and the file's bytes as read (what
+/// tells, when a bound cuts the search of its history short, whether git wrote it at all).
+#[derive(Clone, Copy)]
+pub struct FromGit<'a> {
+    pub window: &'a GitWindow,
+    pub bytes: &'a [u8],
 }
 
 /// The two long-lived readers of one repository.
@@ -481,16 +491,41 @@ impl GitLines {
     }
 
     /// Which of `keys` (see [`crate::lines::line_key`]; with [`GitLines::for_trigger`], also
-    /// [`crate::lines::place_keys`] of lines holding the trigger) are lines git holds in a version of one of `paths`
-    /// (the file, then the paths it was moved from): see the module's documentation. With a
-    /// `window` (the file changed while git held its lock) the files' histories are searched
-    /// too. What git cannot answer (no git, a broken repository) counts as no version.
+    /// [`crate::lines::place_keys`] of lines holding the trigger) are lines git holds in a
+    /// version of one of `paths` (the file, then the paths it was moved from): see the module's
+    /// documentation. For a change `from_git` (the file changed while git held its lock) the
+    /// files' histories are searched too. What git cannot answer (no git, a broken repository)
+    /// counts as no version.
     pub fn held(
         &mut self,
         paths: &[&Path],
-        window: Option<&GitWindow>,
+        from_git: Option<FromGit>,
         keys: &HashSet<u64>,
     ) -> HashSet<u64> {
+        self.lookup(paths, from_git, keys, false).unwrap_or_default()
+    }
+
+    /// True if [`GitLines::held`] for this change git may have written waits on a search of a
+    /// file's history, now running in the background (see [`GitLines::search_in_background`]):
+    /// its file is woken when the answer is in.
+    pub fn history_pending(
+        &mut self,
+        paths: &[&Path],
+        from_git: FromGit,
+        keys: &HashSet<u64>,
+    ) -> bool {
+        self.searches.wakes() && self.lookup(paths, Some(from_git), keys, true).is_none()
+    }
+
+    /// [`GitLines::held`]; with `background`, `None` while a history is being searched.
+    fn lookup(
+        &mut self,
+        paths: &[&Path],
+        from_git: Option<FromGit>,
+        keys: &HashSet<u64>,
+        background: bool,
+    ) -> Option<HashSet<u64>> {
+        let window = from_git.map(|f| f.window);
         let mut search = Search { left: keys.clone(), found: HashSet::new() };
         for path in paths {
             if search.left.is_empty() {
@@ -523,14 +558,24 @@ impl GitLines {
                     search.take_held(&lines);
                 }
                 if search.left.is_empty() {
-                    return search.found;
+                    return Some(search.found);
                 }
             }
-            if window.is_some() {
-                self.search_history(&git, path, &rel, &revs, &seen, &mut search);
+            if let Some(from_git) = from_git {
+                let job = history::Job {
+                    git: git.clone(),
+                    changed: paths[0].to_path_buf(),
+                    path: path.to_path_buf(),
+                    rel,
+                    revs,
+                    seen,
+                    keys: search.left.clone(),
+                    bytes: Arc::from(from_git.bytes),
+                };
+                self.history(job, &mut search, background)?;
             }
         }
-        search.found
+        Some(search.found)
     }
 
     /// The blob `rel` is in `rev`, asked of the repository's check reader (kept by revision:

@@ -4,7 +4,7 @@
 //! keep what the user typed → wait for typing to settle → record and hand on (at most a round;
 //! the rest wait in the backlog). Tags are written later, by the tag queue.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,9 @@ pub struct LivePipeline<'t> {
     /// Asks recorded by an owner that died before sending them, found in the change at hand:
     /// ready at once, announced under their ids as they were (no revision).
     unsent: HashSet<MarkerId>,
+    /// Files git may have written whose history is being searched in the background: looked at
+    /// again when the answer is in.
+    parked: HashMap<PathBuf, Change>,
     /// Runs between the read and the stamp's write: tests change the file there.
     #[cfg(test)]
     pub(super) before_stamp: Option<Hook>,
@@ -70,6 +73,7 @@ impl<'t> LivePipeline<'t> {
             tags: TagQueue::default(),
             backlog: VecDeque::new(),
             unsent: HashSet::new(),
+            parked: HashMap::new(),
             #[cfg(test)]
             before_stamp: None,
         }
@@ -133,7 +137,8 @@ impl<'t> LivePipeline<'t> {
     /// file's, a dormant one).
     pub fn process_change(&mut self, change: &Change, room: usize) -> Vec<Ask> {
         self.typing.saved(&change.path, Instant::now());
-        let asks = self.look(change, room);
+        let change = self.unparked(change);
+        let asks = self.look(&change, room);
         self.files.let_go();
         asks
     }
@@ -145,6 +150,33 @@ impl<'t> LivePipeline<'t> {
             self.tags.clear(); // nothing is written under an autosaving editor's typing
         }
         self.typing.switches()
+    }
+
+    /// From now on a file git may have written whose history must be searched waits for the
+    /// answer without holding up the others: the search runs on a thread of its own, and
+    /// `wake` is told the file when it is done (then [`LivePipeline::unpark`] it).
+    pub fn wake_after_history(&mut self, wake: impl Fn(&Path) + Send + Sync + 'static) {
+        self.provenance.git.search_in_background(std::sync::Arc::new(wake));
+    }
+
+    /// The file `path`, whose history search is done, is looked at again (if it still waits;
+    /// no save of the user's, so not one for [`Typing::saved`]).
+    pub fn unpark(&mut self, path: &Path, room: usize) -> Vec<Ask> {
+        self.provenance.git.poll_history();
+        let Some(change) = self.parked.remove(path) else { return Vec::new() };
+        let asks = self.look(&change, room);
+        self.files.let_go();
+        asks
+    }
+
+    /// `change`, with the window of an earlier change of its file that still waits on git's
+    /// history: a later save of a file git may have written is looked at as git's too.
+    fn unparked(&mut self, change: &Change) -> Change {
+        let mut change = change.clone();
+        if let Some(parked) = self.parked.remove(&change.path) {
+            change.from_git = change.from_git.or(parked.from_git);
+        }
+        change
     }
 
     /// True while a file has asks ready that no round has taken yet.
@@ -240,6 +272,13 @@ impl<'t> LivePipeline<'t> {
         }
         let diff = self.files.diff(path, &source.bytes);
         let seen = self.seen(path, source)?;
+        if let Some(window) = &change.from_git {
+            if self.provenance.history_pending(&seen, window) {
+                tracing::debug!("{}: waits for its history in git to be searched", path.display());
+                self.parked.insert(path.to_path_buf(), change.clone());
+                return None;
+            }
+        }
         self.files.count_scan();
         let (fresh, mut candidates) = self.reconcile(&seen, diff, now);
         // A safe moment for the tags owed to the file, or not now.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::asks::Asks;
 use crate::claude_writes::{ClaudeWrites, Written};
-use crate::git::{GitLines, GitWindow};
+use crate::git::{FromGit, GitLines, GitWindow};
 use crate::languages::Language;
 use crate::lines::{count_key, line_around, line_key, place_keys, HeldLines};
 use crate::scan::Marker;
@@ -105,6 +105,21 @@ impl Provenance {
         fresh
     }
 
+    /// True if the file `seen`, changed while git may have been writing (`window`), waits on a
+    /// search of its history, now running in the background: nothing of it is announced before
+    /// the answer is in (its file is woken then), and no other file waits for it.
+    pub fn history_pending(&mut self, seen: &Seen, window: &GitWindow) -> bool {
+        let bytes = seen.bytes();
+        let untagged = seen.markers.iter().filter(|m| !m.is_tagged());
+        let keys: HashSet<u64> = untagged.map(|m| line_key(&line_of(bytes, m))).collect();
+        if keys.is_empty() {
+            return false;
+        }
+        let paths = self.renames.chain(&seen.path);
+        let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        self.git.history_pending(&paths, FromGit { window, bytes }, &keys)
+    }
+
     /// True if `m` was found not typed before, at its place, in this file or at a path it was
     /// renamed from.
     pub fn was_not_typed(&self, path: &Path, bytes: &[u8], m: &Marker) -> bool {
@@ -152,7 +167,8 @@ impl Provenance {
         let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
         let gits: HashSet<usize> = if window.is_some() {
             let keys = fresh.iter().map(|m| line_key(&line_of(bytes, m))).collect();
-            let held = self.git.held(&paths, window, &keys);
+            let from_git = window.map(|window| FromGit { window, bytes });
+            let held = self.git.held(&paths, from_git, &keys);
             let held = |m: &&Marker| held.contains(&line_key(&line_of(bytes, m)));
             fresh.iter().filter(held).map(|m| m.insert_at).collect()
         } else {

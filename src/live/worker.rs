@@ -5,7 +5,7 @@
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -166,7 +166,10 @@ impl Live {
         let stop = Arc::new(AtomicBool::new(false));
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
         let (end, ended) = std::sync::mpsc::channel::<()>();
-        let inputs = merge(changes, heard)?;
+        let (wake, inputs) = merge(changes, heard)?;
+        live.wake_after_history(move |path: &Path| {
+            let _ = wake.send(Input::Unpark(path.to_path_buf()));
+        });
         let worker = {
             let stop = stop.clone();
             std::thread::Builder::new()
@@ -265,6 +268,7 @@ fn run_live(
                 live.heard(&ids);
                 Vec::new()
             }
+            Ok(Input::Unpark(path)) => live.unpark(&path, ROUND),
             Err(RecvTimeoutError::Timeout) => {
                 let asks = live.run_due(Instant::now(), ROUND);
                 if asks.is_empty() {
@@ -285,21 +289,24 @@ fn run_live(
     live.write_all_tags();
 }
 
-/// What wakes the worker: a change from the watch, or word that asks were heard.
+/// What wakes the worker: a change from the watch, word that asks were heard, or that the
+/// search of a file's history is done.
 enum Input {
     Change(Change),
     Heard(Vec<MarkerId>),
+    Unpark(PathBuf),
     /// The watch has ended.
     End,
 }
 
 /// The watch's changes and the heard ids, as one stream for the worker (a thread each,
-/// blocked on its own channel: nothing polls).
+/// blocked on its own channel: nothing polls); and a sender into it, for the rest.
 fn merge(
     changes: Receiver<Change>,
     heard: Option<Receiver<Vec<MarkerId>>>,
-) -> Result<Receiver<Input>, StartError> {
+) -> Result<(Sender<Input>, Receiver<Input>), StartError> {
     let (tx, inputs) = std::sync::mpsc::channel();
+    let more = tx.clone();
     let forward = |name: &str, job: Box<dyn FnOnce() + Send>| {
         std::thread::Builder::new().name(name.into()).spawn(job).map_err(StartError::Thread)
     };
@@ -327,7 +334,7 @@ fn merge(
             let _ = tx.send(Input::End);
         }),
     )?;
-    Ok(inputs)
+    Ok((more, inputs))
 }
 
 /// Delivers `asks` in order and tells the pipeline which got through;
@@ -404,14 +411,22 @@ mod tests {
             ControlFlow::Continue(())
         })
         .unwrap();
-        // Changes come in the order files fell quiet: the sentinel's ask comes after the rest.
+        // Changes come in the order files fell quiet, but a file whose history git is asked
+        // about (missed.py: in no version at a ref) waits for the answer without holding up
+        // the rest. The second sentinel comes after everything the takeover listed.
         crate::test_support::write(root.join("sentinel.py"), "# @claude sentinel\n").unwrap();
         let mut files = Vec::new();
-        while files.last().map(String::as_str) != Some("sentinel.py") {
-            files.push(rx.recv_timeout(Duration::from_secs(20)).expect("the sentinel's ask"));
+        let next = || rx.recv_timeout(Duration::from_secs(20)).expect("the sentinels' asks");
+        while !(files.contains(&"sentinel.py".to_string()) && files.contains(&"missed.py".into())) {
+            files.push(next());
+        }
+        crate::test_support::write(root.join("sentinel2.py"), "# @claude sentinel\n").unwrap();
+        while files.last().map(String::as_str) != Some("sentinel2.py") {
+            files.push(next());
         }
         live.stop();
-        assert_eq!(files, ["missed.py", "sentinel.py"]);
+        files.sort();
+        assert_eq!(files, ["missed.py", "sentinel.py", "sentinel2.py"]);
     }
 
     /// `n` lines of distinct asks, `#@claude xyz`, as short as an ask can be: 80,000 of them
