@@ -3,6 +3,8 @@
 //! then a save, and the exact notification; then bad input; then exit on stdin EOF or SIGTERM.
 
 use std::io::{BufRead, BufReader, Write};
+#[cfg(unix)]
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -981,4 +983,45 @@ fn hostile_files_in_the_state_directory_neither_hang_the_server_nor_get_read() {
             assert!(err.contains(name.as_str()), "{what}: the error does not name it: {err}");
         }
     }
+}
+
+/// Issue 30 (6): one ask per hard-linked file, not one per name. `a.py` and `lib/b.py` are one
+/// file; an ask saved through one name and a later save through the other are one
+/// announcement with one id (a file with several names is never tagged: the id is in the
+/// message), and `resolve_ask` with that id removes the marker — seen by both names.
+#[cfg(unix)]
+#[test]
+fn a_hard_linked_file_is_one_ask_by_either_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (a, b) = (root.join("a.py"), root.join("lib/b.py"));
+    std::fs::create_dir(root.join("lib")).unwrap();
+    std::fs::write(&a, "x = 1\n").unwrap();
+    std::fs::hard_link(&a, &b).unwrap();
+    let mut s = Server::start(&root);
+    handshake_any_order(&mut s);
+    let append = |p: &Path, text: &str| {
+        let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    append(&a, "# @claude one file, two names\n");
+    let first = s.note(|n| n["method"] == "notifications/claude/channel");
+    append(&b, "y = 2\n");
+    std::fs::write(root.join("sentinel.py"), "# @claude sentinel\n").unwrap();
+    s.note(is_ask_of("sentinel.py"));
+    let asks: Vec<&Value> = s
+        .notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/claude/channel")
+        .filter(|n| n["params"]["content"] == "@claude one file, two names")
+        .collect();
+    assert_eq!(asks.len(), 1, "one announcement: {asks:#?}");
+    let id = first["params"]["meta"]["replyTo"].as_str().unwrap_or_default().to_string();
+    assert!(id.starts_with("fw-"), "no id: {first}");
+    let resolved = s.call(20, "resolve_ask", serde_json::json!({ "id": id }));
+    assert_ne!(resolved["isError"], true, "{resolved}");
+    for p in [&a, &b] {
+        assert_eq!(std::fs::read_to_string(p).unwrap(), "x = 1\ny = 2\n", "{}", p.display());
+    }
+    assert_eq!(std::fs::metadata(&a).unwrap().nlink(), 2, "the links were split");
 }
