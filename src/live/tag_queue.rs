@@ -216,12 +216,19 @@ impl TagQueue {
 }
 
 impl LivePipeline<'_> {
+    /// The asks are about to be handed to a client that shows them at once (the terminal):
+    /// no longer unsent (see [`crate::asks::AskRecord::unsent`]; the server marks its asks
+    /// just before its channel message goes).
+    pub fn sending(&mut self, asks: &[Ask]) {
+        let ids: Vec<MarkerId> = asks.iter().map(|a| a.record).collect();
+        self.ledger.asks.sent(&ids);
+    }
+
     /// The asks reached the client. `heard`: the client is a person or a program that shows
     /// them (the terminal), so they are heard now; else they are heard when the client says so
     /// ([`LivePipeline::heard`]). A heard ask to be tagged gets its tag once its file is quiet.
     pub fn delivered(&mut self, asks: &[Ask], heard: bool) {
-        let ids: Vec<MarkerId> = asks.iter().map(|a| a.record).collect();
-        self.ledger.asks.sent(&ids);
+        self.sending(asks); // marked before already where a kill could come in between
         if heard {
             let ids: Vec<MarkerId> = asks.iter().map(|a| a.record).collect();
             self.ledger.asks.hear(&ids);

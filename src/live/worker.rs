@@ -343,7 +343,21 @@ fn hand_on(live: &mut LivePipeline, sink: &mut impl Sink, asks: Vec<Ask>) -> Con
     for ask in &asks {
         tracing::debug!("ask {}:{} {}", ask.file, ask.marker.line, ask.label());
     }
-    let reached = sink.deliver_round(&asks);
+    let reached = if sink.hears() {
+        // Marked sent just before each is shown, not after: a kill in between would have the
+        // next owner say it again.
+        let mut reached = 0;
+        for ask in &asks {
+            live.sending(std::slice::from_ref(ask));
+            if sink.deliver_round(std::slice::from_ref(ask)) == 0 {
+                break;
+            }
+            reached += 1;
+        }
+        reached
+    } else {
+        sink.deliver_round(&asks)
+    };
     live.delivered(&asks[..reached], sink.hears());
     live.undelivered(&asks[reached..]);
     if reached < asks.len() {
