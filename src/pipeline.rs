@@ -323,7 +323,14 @@ fn edit_file<T>(
             Edit::Keep(result) => return Ok(result),
             Edit::Write(new, result) => (new, result),
         };
-        match fsio::replace_checked(path, &source.bytes, &new) {
+        // One file under several names: taken out of in place (a new file would split them).
+        let linked = crate::sys::link_count(path, &source.metadata).is_ok_and(|n| n > 1);
+        let written = if linked && new.len() < source.bytes.len() {
+            fsio::shrink_in_place(path, &source.bytes, &new)
+        } else {
+            fsio::replace_checked(path, &source.bytes, &new)
+        };
+        match written {
             Ok(()) => return Ok(result),
             Err(WriteError::Conflict { .. }) => attempt += 1,
             // No event tells a one-shot edit when the writer closes: wait for it, then read the

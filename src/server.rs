@@ -107,9 +107,8 @@ revised=\"true\" is the whole text of one you got before under the same id, whos
 editor had saved while the user was still typing: it replaces that one. list_asks shows the asks \
 still open in the tree. Never write a comment that starts with @claude yourself (in code, tests \
 or notes): it would come back to you as a new ask; to leave the user a note, use another word \
-(NOTE:). If a channel message has no replyTo, the file could not be tagged (read-only, \
-hard-linked, or with metadata a new file could not keep): handle the ask, and tell the user to \
-remove the marker. A channel message with a notice attribute is no ask: it says which session \
+(NOTE:). If a channel message has no replyTo, the file could not be tagged (read-only, or with \
+metadata a new file could not keep): handle the ask, and tell the user to remove the marker. A channel message with a notice attribute is no ask: it says which session \
 receives the asks (another Claude Code session in the same project may own them); tell the user \
 once if it matters, nothing else to do.";
 

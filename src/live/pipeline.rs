@@ -301,9 +301,40 @@ impl<'t> LivePipeline<'t> {
     /// The file read as `source`, with its language, name and markers; `None` in no language.
     fn seen(&mut self, path: &Path, source: Source) -> Option<Seen<'t>> {
         let lang = self.files.table().detect(path, &source.bytes)?;
-        let file = self.files.relative(path);
         let markers = self.files.markers(lang, path, &source.bytes);
+        let file = self.files.relative(path);
+        let file = self.name_of_links(path, &source, file, &markers);
         Some(Seen { path: path.to_path_buf(), source, lang, file, markers })
+    }
+
+    /// The name a file with several hard links is known by: the name of another of its links
+    /// that a pending ask with one of its markers' words is recorded under (the file was
+    /// saved by that name first), or `file`. One file, one set of asks, whichever name a
+    /// change came by. Files with one name cost nothing.
+    fn name_of_links(
+        &self,
+        path: &Path,
+        source: &Source,
+        file: String,
+        markers: &[Marker],
+    ) -> String {
+        let several = crate::sys::link_count(path, &source.metadata).is_ok_and(|n| n > 1);
+        if !several || markers.is_empty() {
+            return file;
+        }
+        let Ok(Some(id)) = crate::sys::path_file_id(path) else { return file };
+        let first = |t: &str| t.lines().next().unwrap_or_default().to_string();
+        let words: HashSet<String> = markers.iter().map(|m| first(&m.text)).collect();
+        let others: HashSet<String> = self.ledger.asks.view(|records| {
+            let named = records.iter().filter(|r| r.is_pending() && r.file != file);
+            named.filter(|r| words.contains(&first(&r.text))).map(|r| r.file.clone()).collect()
+        });
+        let root = self.files.root();
+        let same =
+            |other: &String| crate::sys::path_file_id(&root.join(other)).ok().flatten() == Some(id);
+        let mut others: Vec<String> = others.into_iter().filter(same).collect();
+        others.sort();
+        others.into_iter().next().unwrap_or(file)
     }
 
     /// Reads `path` and finds its markers (see [`LivePipeline::seen`]).
@@ -450,8 +481,11 @@ impl<'t> LivePipeline<'t> {
     /// untagged asks, recorded, so once.
     fn announce(&mut self, seen: &Seen, ready: Vec<Draft>) -> Vec<Ask> {
         let mode = self.ledger.mode;
-        let taggable = mode == TagMode::File && taggable(seen, ready.len());
-        let with_id = taggable || mode == TagMode::Never;
+        let why = untaggable(seen, ready.len());
+        let taggable = mode == TagMode::File && why.is_none();
+        // A file with several names is one ask by any of them (see `Seen::file`): its id is
+        // in the message, though no tag can be written into it.
+        let with_id = taggable || mode == TagMode::Never || why == Some(fsio::SEVERAL_LINKS);
         let (claimed, revised) = self.ledger.record(&seen.found(), ready);
         let unsent = std::mem::take(&mut self.unsent);
         let stamped = taggable && !self.typing.autosaves();
@@ -476,10 +510,11 @@ impl<'t> LivePipeline<'t> {
     }
 }
 
-/// True if a tag can be written into the file at all: writable, one name, and room under the
+/// Whether a tag can be written into the file at all: writable, one name, and room under the
 /// size limit for `n` more tags. (What only the write itself can tell — metadata a new file
 /// cannot keep — shows when the tag is written.)
-fn taggable(seen: &Seen, n: usize) -> bool {
+/// `None` if it can, else why not.
+fn untaggable(seen: &Seen, n: usize) -> Option<&'static str> {
     let tags = n as u64 * MarkerId::TAG_LEN as u64;
     let why = if seen.source.bytes.len() as u64 + tags > fsio::MAX_FILE_SIZE {
         Some("a tag would pass the size limit")
@@ -489,7 +524,7 @@ fn taggable(seen: &Seen, n: usize) -> bool {
     if let Some(why) = why {
         tracing::debug!("{}: not tagged: {why}", seen.path.display());
     }
-    why.is_none()
+    why
 }
 
 #[cfg(test)]

@@ -498,7 +498,8 @@ mod tests {
     }
 
     /// A file with several names cannot be stamped safely: its ask goes out untagged, once,
-    /// and both names keep the user's bytes.
+    /// with its id in the message (one file, one ask, by any name), and both names keep the
+    /// user's bytes.
     #[cfg(unix)]
     #[test]
     fn a_hard_linked_file_is_announced_once_unstamped() {
@@ -509,7 +510,7 @@ mod tests {
         std::fs::hard_link(&p, live.files.root.join("b.txt")).unwrap();
         let asks = live.process(&p, None);
         assert_eq!(asks.len(), 1);
-        assert!(!asks[0].stamped && asks[0].id().is_none());
+        assert!(!asks[0].stamped && asks[0].id().is_some());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# @claude linked\n");
         crate::test_support::write(&p, "# @claude linked\n").unwrap();
         live.files.last_seen.clear();

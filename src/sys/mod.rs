@@ -37,9 +37,9 @@ use windows as imp;
 pub use imp::{
     ancestors, command_line, copy_metadata, create_dir_private, create_new_private, dir_beneath,
     exchange, exchange_unsupported, file_id, is_busy, is_watch_limit, lease_broken, link_count,
-    name_unnamed, open_append, open_read, open_state, os_string_from_bytes, owned_by_me,
-    parent_pid, path_file_id, plain_path, private_dir, process_alive, refusal_kind, release_lease,
-    rename_noreplace, same_dir, slash_path, special_kind, stdout_file, take_lease,
+    name_unnamed, open_append, open_read, open_read_write, open_state, os_string_from_bytes,
+    owned_by_me, parent_pid, path_file_id, plain_path, private_dir, process_alive, refusal_kind,
+    release_lease, rename_noreplace, same_dir, slash_path, special_kind, stdout_file, take_lease,
     take_write_lease, unnamed_file_in, watch_caveat, watch_limits, writable,
     BACKGROUND_HOOKS_BLOCK, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
 };

@@ -65,6 +65,11 @@ pub fn open_read(path: &Path) -> io::Result<File> {
     open(path, false)
 }
 
+/// Opens `path` for reading and writing (never made) with the same care as [`open_read`].
+pub fn open_read_write(path: &Path) -> io::Result<File> {
+    open(path, true)
+}
+
 /// Opens `path` for reading and writing, created (mode 0600, for this user alone) if missing,
 /// with the same care as [`open_read`]: a symlink at its last component is refused and a FIFO
 /// is not waited for. The caller checks that what it got is a regular file.

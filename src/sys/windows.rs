@@ -53,6 +53,11 @@ pub fn open_read(path: &Path) -> io::Result<File> {
     open(path, false)
 }
 
+/// Opens `path` for reading and writing (never made) with the same care as [`open_read`].
+pub fn open_read_write(path: &Path) -> io::Result<File> {
+    open(path, true)
+}
+
 /// Opens `path` for reading and writing, created if missing, with the same care as
 /// [`open_read`]: a reparse point is not followed, and only a disk file is opened.
 pub fn open_state(path: &Path) -> io::Result<File> {
