@@ -80,7 +80,7 @@ fn round(n: usize, kill_after: usize) -> Vec<String> {
     unsafe { libc::kill(a.child.id() as i32, libc::SIGKILL) };
     a.wait_exit();
     let mut heard: HashSet<String> = drain_now(&mut a).into_iter().collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(40);
     while Instant::now() < deadline && want.iter().any(|t| !heard.contains(t)) {
         for s in &mut standbys {
             if let Ok(line) = s.lines.recv_timeout(Duration::from_millis(100)) {
