@@ -148,6 +148,10 @@ impl Live {
         sink: impl Sink,
     ) -> Result<Live, StartError> {
         let scanner = Scanner::new(LanguageTable::builtin(), &options.trigger)?;
+        // The symbol queries compiled while the tree is watched, not on the first save.
+        let _ = std::thread::Builder::new()
+            .name("queries".into())
+            .spawn(|| crate::scan::warm_symbol_queries(LanguageTable::builtin()));
         let (watch, changes) = match since {
             None => Watch::start(&options.root, options.debounce)?,
             Some(since) => Watch::start_after(&options.root, options.debounce, since)?,

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use tree_sitter::{Node, Query, QueryCursor, StreamingIterator};
 
 use super::steps::Steps;
-use crate::languages::Language;
+use crate::languages::{Language, LanguageTable};
 
 /// The definition an ask is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,6 +176,24 @@ pub(super) fn query_for(grammar: &str, ts: &tree_sitter::Language) -> Option<Arc
     });
     queries.insert(grammar.to_string(), compiled.clone());
     compiled
+}
+
+/// Compiles the symbol query of every grammar of `table` that has one, the most common first:
+/// a query takes tens of milliseconds to compile (tree-sitter analyses its patterns), which the
+/// first save of a file in that language would otherwise wait for. Run on a thread of its own
+/// at start.
+pub fn warm(table: &LanguageTable) {
+    const FIRST: &[&str] = &["python", "typescript", "tsx", "javascript", "rust", "go"];
+    let mut rows: Vec<&Language> = table.iter().filter(|r| r.ts_language.is_some()).collect();
+    rows.sort_by_key(|r| {
+        let g = r.grammar.as_deref().unwrap_or_default();
+        FIRST.iter().position(|f| *f == g).unwrap_or(FIRST.len())
+    });
+    for row in rows {
+        if let (Some(grammar), Some(ts)) = (row.grammar.as_deref(), row.ts_language.as_ref()) {
+            query_for(grammar, ts);
+        }
+    }
 }
 
 /// One definition found: its node, its name's node, and the name that qualifies it.
