@@ -270,14 +270,7 @@ impl State {
     /// Watches `dir` and every directory below it that the rules let through, and the
     /// repositories found there.
     fn watch_dirs(&mut self, dir: &Path) {
-        for entry in walk::builder(dir).build() {
-            let entry = match entry {
-                Ok(e) => e,
-                Err(err) => {
-                    Problem::Walk(err).log();
-                    continue;
-                }
-            };
+        for entry in walked(dir) {
             let path = entry.path();
             if !entry.file_type().is_some_and(|t| t.is_dir()) {
                 continue;
@@ -296,14 +289,7 @@ impl State {
 
     /// Schedules every file under `dir` the rules let through.
     fn schedule_files(&mut self, dir: &Path) {
-        for entry in walk::builder(dir).build() {
-            let entry = match entry {
-                Ok(e) => e,
-                Err(err) => {
-                    Problem::Walk(err).log();
-                    continue;
-                }
-            };
+        for entry in walked(dir) {
             let path = entry.path();
             if entry.file_type().is_some_and(|t| t.is_file())
                 && !self.tree.rules.is_ignored(path, false)
@@ -351,4 +337,12 @@ impl State {
         self.watch_tree(dir, false);
         self.waiting.forget_ignored(&self.tree.rules);
     }
+}
+
+/// The entries of a walk from `dir` under the root's rules; an entry the walk cannot read is
+/// logged and passed over.
+fn walked(dir: &Path) -> impl Iterator<Item = ignore::DirEntry> {
+    walk::builder(dir)
+        .build()
+        .filter_map(|entry| entry.map_err(|err| Problem::Walk(err).log()).ok())
 }
