@@ -175,6 +175,46 @@ fn a_waiting_hook_wakes_the_session_with_the_next_ask() {
     wait_for("the tag", || s.read("c.py").contains(&format!("@claude[{id}]")));
 }
 
+/// While it waits (for hours, in an idle session), the background hook keeps few pages resident
+/// (issue 29: ≤ 5 MB): the pages of its binary and libraries that starting touched are given
+/// back (they stay in the page cache), and it still wakes the session with the next ask.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_waiting_hook_keeps_few_pages_resident() {
+    let status_kb = |pid: u32, field: &str| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_default();
+        line.split_whitespace().nth(1).and_then(|kb| kb.parse().ok()).unwrap_or(u64::MAX)
+    };
+    let mut s = Session::start(&[]);
+    let mut waiting = s.spawn_hook(&["--wait"], std::process::id());
+    waiting.stdin.take().unwrap().write_all(s.input("Stop", None).to_string().as_bytes()).unwrap();
+    let pid = waiting.id();
+    // Measured once it is blocked in its read from the server (where the kernel says it sleeps),
+    // not as it starts, before it has touched much.
+    let wchan = || std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+    wait_for("the hook blocked in its read", || {
+        ["sk_wait_data", "wait_woken"].contains(&wchan().as_str())
+    });
+    let deadline = Instant::now() + DEADLINE;
+    while status_kb(pid, "VmRSS:") > 5 * 1024 {
+        assert!(
+            Instant::now() < deadline,
+            "the waiting hook keeps {} kB resident ({} kB of files): more than 5 MB",
+            status_kb(pid, "VmRSS:"),
+            status_kb(pid, "RssFile:")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(waiting.try_wait().unwrap().is_none(), "it waits while nothing is asked");
+    std::fs::write(s.root.join("e.py"), "# @claude after the wait\n").unwrap();
+    let id = s.channel_ask("e.py")["params"]["meta"]["replyTo"].as_str().unwrap().to_string();
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "exit 2 wakes the session");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("<ask id=\"{id}\" file=\"e.py\"")), "{stderr}");
+}
+
 /// Only the session the server belongs to hears its asks: a hook of another Claude Code
 /// process gets nothing.
 #[test]
