@@ -205,6 +205,10 @@ fn ask_server(
     // A waiting hook blocks in this read until its server has something (or ends).
     let timeout = if hearing == Hearing::Wake { None } else { Some(REPLY_WAIT) };
     stream.set_read_timeout(timeout)?;
+    if hearing == Hearing::Wake {
+        // It may wait for hours: the code starting touched need not stay resident meanwhile.
+        crate::sys::release_file_pages();
+    }
     let mut reader = BufReader::new(stream.try_clone()?.take(wire::MAX_LINE as u64));
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {

@@ -339,6 +339,40 @@ pub fn process_parent(pid: u32) -> Option<u32> {
     fields.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
+/// Gives back this process's resident pages of files it maps read-only and never wrote (its
+/// binary's code and constants, the libraries'): `madvise(MADV_DONTNEED)` drops them from the
+/// process, not from the page cache, and a later access maps them again with a minor fault. A
+/// mapping holding a private copy of any page (data the loader relocated: `Anonymous` above 0 in
+/// `/proc/self/smaps`) is left alone, since dropping it would lose that copy. For a process
+/// that is about to wait for hours (the background hook): starting touched megabytes of code
+/// it will not run again until it wakes.
+pub fn release_file_pages() {
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else { return };
+    let mut candidate: Option<(usize, usize)> = None;
+    for line in smaps.lines() {
+        let mut words = line.split_ascii_whitespace();
+        let first = words.next().unwrap_or_default();
+        if let Some((start, end)) = first.split_once('-') {
+            // A mapping's header: `start-end perms offset device inode [path]`.
+            let range =
+                usize::from_str_radix(start, 16).ok().zip(usize::from_str_radix(end, 16).ok());
+            let perms = words.next().unwrap_or_default().as_bytes();
+            let path = words.nth(3).unwrap_or_default();
+            let clean_file =
+                perms.len() == 4 && perms[1] == b'-' && perms[3] == b'p' && path.starts_with('/');
+            candidate = range.filter(|_| clean_file);
+        } else if first == "Anonymous:" {
+            if let (Some((start, end)), Some("0")) = (candidate.take(), words.next()) {
+                // SAFETY: the range is one of this process's mappings, read-only, private and
+                // without a private page: dropping its pages changes nothing it reads.
+                unsafe {
+                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED)
+                };
+            }
+        }
+    }
+}
+
 /// The command line of process `pid`, from `/proc/<pid>/cmdline`.
 pub fn command_line(pid: u32) -> Option<Vec<String>> {
     let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;

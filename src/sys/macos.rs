@@ -105,6 +105,10 @@ pub fn process_parent(pid: u32) -> Option<u32> {
     ps(pid, "ppid=")?.trim().parse().ok()
 }
 
+/// A waiting process keeps its pages: macOS has no equivalent of Linux's `/proc/self/smaps` to
+/// tell which mappings hold no private copy.
+pub fn release_file_pages() {}
+
 /// The command line of process `pid`, as `ps` prints it (arguments split at spaces).
 pub fn command_line(pid: u32) -> Option<Vec<String>> {
     Some(ps(pid, "command=")?.split_whitespace().map(str::to_string).collect())

@@ -17,6 +17,7 @@
 //! | watching | one inotify watch per directory, no read events (our own reader) | one recursive FSEvents stream | one recursive `ReadDirectoryChangesW` |
 //! | a file's directory, held | `openat(O_NOFOLLOW)` per component, named by `/proc/self/fd` | same, named by path (checked by inode) | handles without `FILE_SHARE_DELETE` up to the root |
 //! | busy (retry later) | never | never | sharing violations |
+//! | a long wait's resident pages | clean read-only file mappings dropped (`MADV_DONTNEED`) | kept | kept |
 //! | stop | SIGINT, SIGTERM, SIGHUP | same | Ctrl-C, Ctrl-Break, console close |
 //! | a new file, a new directory of the user's alone | mode 0600, 0700 | same | the inherited ACL |
 //! | a directory of the user's alone (the owner lock when the state directory fails) | `$XDG_RUNTIME_DIR/filewatch-mcp`, else `$TMPDIR/filewatch-mcp-<uid>` (0700, checked) | `$TMPDIR/filewatch-mcp-<uid>` | `%TEMP%\filewatch-mcp` |
@@ -39,9 +40,9 @@ pub use imp::{
     exchange, exchange_unsupported, file_id, is_busy, is_watch_limit, lease_broken, link_count,
     name_unnamed, open_append, open_read, open_read_write, open_state, os_string_from_bytes,
     owned_by_me, parent_pid, path_file_id, plain_path, private_dir, process_alive, refusal_kind,
-    release_lease, rename_noreplace, same_dir, slash_path, special_kind, stdout_file, take_lease,
-    take_write_lease, unnamed_file_in, watch_caveat, watch_limits, writable,
-    BACKGROUND_HOOKS_BLOCK, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
+    release_file_pages, release_lease, rename_noreplace, same_dir, slash_path, special_kind,
+    stdout_file, take_lease, take_write_lease, unnamed_file_in, watch_caveat, watch_limits,
+    writable, BACKGROUND_HOOKS_BLOCK, SWAP_KEEPS_FILE_IDS, WATCH_MODE,
 };
 
 /// The OS's limits on watches, and what this user's processes use of them (inotify's are per

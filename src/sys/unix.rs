@@ -18,8 +18,9 @@ mod os;
 mod os;
 
 pub use os::{
-    command_line, exchange, lease_broken, name_unnamed, release_lease, rename_noreplace,
-    take_lease, take_write_lease, unnamed_file_in, watch_caveat, watch_limits, WATCH_MODE,
+    command_line, exchange, lease_broken, name_unnamed, release_file_pages, release_lease,
+    rename_noreplace, take_lease, take_write_lease, unnamed_file_in, watch_caveat, watch_limits,
+    WATCH_MODE,
 };
 
 /// A background hook (`asyncRewake`) runs beside the session: Claude Code's start does not wait

@@ -382,6 +382,9 @@ pub fn stdout_file() -> Option<File> {
     std::io::stdout().as_handle().try_clone_to_owned().ok().map(File::from)
 }
 
+/// A waiting process keeps its pages on Windows (its working set is trimmed by the OS).
+pub fn release_file_pages() {}
+
 /// A process's command line: not read on Windows (it lives in the other process's memory).
 pub fn command_line(_pid: u32) -> Option<Vec<String>> {
     None
