@@ -64,59 +64,11 @@ const MAX_CHAIN: usize = 256;
 /// How many comments and attributes between an ask and the definition below it are looked at.
 const MAX_SKIPPED: usize = 64;
 
-/// The query texts of `grammar`, in order: the tags queries its crate ships, then the project's
-/// own. `None` for a grammar without symbols (data formats, markup) or not compiled in.
+/// The query texts of `grammar`, in order (the grammar table's, [`crate::grammar::COMPILED`]).
+/// `None` for a grammar without symbols (data formats, markup) or not compiled in.
 pub fn sources(grammar: &str) -> Option<Vec<&'static str>> {
-    macro_rules! project {
-        ($dir:literal) => {
-            include_str!(concat!("../../queries/", $dir, "/symbols.scm"))
-        };
-    }
-    let texts = match grammar {
-        #[cfg(feature = "lang-bash")]
-        "bash" => vec![project!("bash")],
-        #[cfg(feature = "lang-c")]
-        "c" => vec![tree_sitter_c::TAGS_QUERY, project!("c")],
-        #[cfg(feature = "lang-c-sharp")]
-        "c-sharp" => vec![tree_sitter_c_sharp::TAGS_QUERY, project!("c-sharp")],
-        #[cfg(feature = "lang-cpp")]
-        "cpp" => vec![tree_sitter_cpp::TAGS_QUERY, project!("cpp")],
-        #[cfg(feature = "lang-elm")]
-        "elm" => vec![tree_sitter_elm::TAGS_QUERY, project!("elm")],
-        #[cfg(feature = "lang-go")]
-        "go" => vec![tree_sitter_go::TAGS_QUERY, project!("go")],
-        #[cfg(feature = "lang-haskell")]
-        "haskell" => vec![project!("haskell")],
-        #[cfg(feature = "lang-java")]
-        "java" => vec![tree_sitter_java::TAGS_QUERY, project!("java")],
-        #[cfg(feature = "lang-javascript")]
-        "javascript" => vec![tree_sitter_javascript::TAGS_QUERY, project!("javascript")],
-        #[cfg(feature = "lang-kotlin")]
-        "kotlin" => vec![project!("kotlin")],
-        #[cfg(feature = "lang-lua")]
-        "lua" => vec![project!("lua")],
-        #[cfg(feature = "lang-php")]
-        "php" => vec![tree_sitter_php::TAGS_QUERY, project!("php")],
-        #[cfg(feature = "lang-python")]
-        "python" => vec![tree_sitter_python::TAGS_QUERY, project!("python")],
-        #[cfg(feature = "lang-ruby")]
-        "ruby" => vec![tree_sitter_ruby::TAGS_QUERY, project!("ruby")],
-        #[cfg(feature = "lang-rust")]
-        "rust" => vec![tree_sitter_rust::TAGS_QUERY, project!("rust")],
-        #[cfg(feature = "lang-scala")]
-        "scala" => vec![project!("scala")],
-        #[cfg(feature = "lang-swift")]
-        "swift" => vec![project!("swift")],
-        // TypeScript's tags query adds to JavaScript's, as the grammar's own configuration says.
-        #[cfg(feature = "lang-typescript")]
-        "typescript" | "tsx" => vec![
-            tree_sitter_javascript::TAGS_QUERY,
-            tree_sitter_typescript::TAGS_QUERY,
-            project!("typescript"),
-        ],
-        _ => return None,
-    };
-    Some(texts)
+    let texts = crate::grammar::compiled(grammar)?.symbol_queries;
+    (!texts.is_empty()).then(|| texts.to_vec())
 }
 
 /// A grammar's symbol query, compiled, with the indices of the captures that count.
