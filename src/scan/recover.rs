@@ -286,7 +286,10 @@ pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
         else {
             return false;
         };
-        if !jsx_text_between(&src[k + 1..at]) {
+        // Inside an element just opened, a `)` starting a later line is its text: only after
+        // a closed child does it close the code around the element.
+        let opened = src[k] == b'>' && opens_element(src, k, from);
+        if !jsx_text_between(&src[k + 1..at], opened) {
             return false;
         }
         match src[k] {
@@ -302,15 +305,15 @@ pub(super) fn in_jsx_text(src: &[u8], start: usize, at: usize) -> bool {
 }
 
 /// True if `between`, what follows a JSX child, may be text: on the child's line, no `)`, `]`,
-/// `;`, `,` or quote first (`<Foo />); // …`, `'<li>'; // …`); on a later line, no `)` or `]`
-/// that closes the code around the element (`</p>` ⏎ `); // …`); no statement's end, no
-/// backtick.
-fn jsx_text_between(between: &[u8]) -> bool {
+/// `;`, `,` or quote first (`<Foo />); // …`, `'<li>'; // …`); on a later line, unless the
+/// child is an element's opening tag (`<li>` ⏎ `)` is text), no `)` or `]` that closes the code
+/// around the element (`</p>` ⏎ `); // …`); no statement's end, no backtick.
+fn jsx_text_between(between: &[u8], in_opened_element: bool) -> bool {
     let ends_statement = memchr::memmem::find(between, b";\n").is_some();
     let on_its_line = between.iter().find(|&&b| b != b' ' && b != b'\t');
     let first = between.iter().find(|b| !b.is_ascii_whitespace());
     let code = on_its_line.is_some_and(|b| b")];,'\"".contains(b))
-        || first.is_some_and(|b| b")]".contains(b))
+        || (!in_opened_element && first.is_some_and(|b| b")]".contains(b)))
         || between.contains(&b'`')
         || ends_statement;
     !code
@@ -387,6 +390,14 @@ fn ends_jsx_tag(src: &[u8], gt: usize, from: usize) -> bool {
     }
     let start = src[..=last].iter().rposition(|b| !word(b)).map_or(0, |k| k + 1);
     matches!(&src[start..=last], b"return" | b"yield" | b"await" | b"default" | b"case")
+}
+
+/// True if the `>` at `gt` ends an opening tag (`<li>`, `<>`, `<a href="x">`): the element it
+/// opens holds what follows. Not a closing (`</li>`) or self-closing (`<br />`) tag.
+fn opens_element(src: &[u8], gt: usize, from: usize) -> bool {
+    let arrow = gt > 0 && matches!(src[gt - 1], b'=' | b'-');
+    let Some(lt) = tag_start(src, gt, from).filter(|_| !arrow) else { return false };
+    !src[lt + 1..gt].starts_with(b"/") && !src[lt + 1..gt].ends_with(b"/")
 }
 
 /// The `<` of the tag that the `>` at `gt` would end, found walking back over its attributes:
