@@ -113,11 +113,14 @@ impl SymbolQuery {
 /// without one.
 pub(super) fn query_for(grammar: &str, ts: &tree_sitter::Language) -> Option<Arc<SymbolQuery>> {
     static QUERIES: OnceLock<Mutex<HashMap<String, Option<Arc<SymbolQuery>>>>> = OnceLock::new();
-    let mut queries =
-        QUERIES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(q) = queries.get(grammar) {
+    let queries =
+        || QUERIES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(q) = queries().get(grammar) {
         return q.clone();
     }
+    // Compiled without the lock: a save waits for its own grammar's query, never for another
+    // one the start-up thread (`warm`) is compiling. Two threads may compile the same query
+    // once each; the first kept wins.
     let compiled = sources(grammar).and_then(|texts| match SymbolQuery::new(ts, &texts) {
         Ok(q) => Some(Arc::new(q)),
         Err(e) => {
@@ -126,8 +129,7 @@ pub(super) fn query_for(grammar: &str, ts: &tree_sitter::Language) -> Option<Arc
             None
         }
     });
-    queries.insert(grammar.to_string(), compiled.clone());
-    compiled
+    queries().entry(grammar.to_string()).or_insert(compiled).clone()
 }
 
 /// Compiles the symbol query of every grammar of `table` that has one, the most common first:
