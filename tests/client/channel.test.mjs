@@ -120,7 +120,8 @@ describe('filewatch-mcp with the MCP TypeScript SDK client (as Claude Code)', { 
 
     transport = new StdioClientTransport({
       command: BIN,
-      args: ['--root', root, '--debounce', `${DEBOUNCE_MS}ms`],
+      // --settle 2s: the quiet after a safe save before a tag goes in (5 s by default).
+      args: ['--root', root, '--debounce', `${DEBOUNCE_MS}ms`, '--settle', '2s'],
       stderr: 'pipe',
     });
     transport.stderr.on('data', (chunk) => {
@@ -218,13 +219,15 @@ describe('filewatch-mcp with the MCP TypeScript SDK client (as Claude Code)', { 
     assert.deepEqual(raw.params, n.params);
     replyTo = meta.replyTo;
     // Sent is not heard: the tag waits for evidence that Claude heard the ask. A tool call
-    // naming it is such evidence (Claude lists the asks); then the tag follows once the file
-    // has been left alone for --settle (5 s by default: an editor that saves while its user
-    // types is not written under).
+    // naming it is such evidence (Claude lists the asks). Then the tag waits for a safe moment:
+    // a save that leaves the ask's line alone (the user works elsewhere in the file), and
+    // --settle of quiet after it — a tag written while the cursor is on the ask's line would
+    // move the cursor in the user's editor (docs/editors.md).
     const listed = await client.callTool({ name: 'list_asks', arguments: {} });
     assert.ok(!listed.isError, JSON.stringify(listed));
+    fs.writeFileSync(path.join(root, 'a.py'), 'x = 1  # @claude why one?\ny = 2\n');
     await waitUntil(
-      () => read('a.py').includes(`# @claude[${replyTo}] why one?`),
+      () => read('a.py') === `x = 1  # @claude[${replyTo}] why one?\ny = 2\n`,
       `a.py stamped with ${replyTo} (now ${JSON.stringify(read('a.py'))})`,
     );
   });
@@ -279,7 +282,7 @@ describe('filewatch-mcp with the MCP TypeScript SDK client (as Claude Code)', { 
     assert.ok(replyTo, 'an ask was announced earlier');
     const ok = await client.callTool({ name: 'resolve_ask', arguments: { id: replyTo } });
     assert.notEqual(ok.isError, true, `resolve_ask failed: ${JSON.stringify(ok)}`);
-    assert.equal(read('a.py'), 'x = 1\n');
+    assert.equal(read('a.py'), 'x = 1\ny = 2\n');
 
     const again = await client.callTool({ name: 'resolve_ask', arguments: { id: replyTo } });
     assert.equal(again.isError, true, `second resolve_ask: ${JSON.stringify(again)}`);
