@@ -37,7 +37,7 @@ use nodes::{
 };
 use recover::Recovery;
 use steps::Steps;
-pub use symbol::{sources as symbol_queries, warm as warm_symbol_queries, Symbol};
+pub use symbol::{sources as symbol_queries, warm_for as warm_symbol_query_for, Symbol};
 use trees::Reuse;
 pub use trees::{ParseCounts, TreeCache};
 pub use view::{escaped, MarkerView};

@@ -148,14 +148,12 @@ impl Live {
         sink: impl Sink,
     ) -> Result<Live, StartError> {
         let scanner = Scanner::new(LanguageTable::builtin(), &options.trigger)?;
-        // The symbol queries compiled while the tree is watched, not on the first save.
-        let _ = std::thread::Builder::new()
-            .name("queries".into())
-            .spawn(|| crate::scan::warm_symbol_queries(LanguageTable::builtin()));
-        let (watch, changes) = match since {
-            None => Watch::start(&options.root, options.debounce)?,
-            Some(since) => Watch::start_after(&options.root, options.debounce, since)?,
-        };
+        // A file's first event starts compiling its language's symbol query, which is then
+        // ready when the debounce ends, instead of holding up the file's first save.
+        let heads_up =
+            |path: &Path| crate::scan::warm_symbol_query_for(LanguageTable::builtin(), path);
+        let (watch, changes) =
+            Watch::start_with_heads_up(&options.root, options.debounce, since, Box::new(heads_up))?;
         let root = watch.root().to_path_buf();
         // The previous owner may have been killed in the middle of a stamp.
         walk::remove_leftovers_in_background(&root);

@@ -8,8 +8,9 @@
 //! Where the tree has errors only definitions that parsed whole, under no error, count: the
 //! symbol is then the one the sound part of the tree shows, or none, never a guess.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tree_sitter::{Node, Query, QueryCursor, StreamingIterator};
@@ -112,41 +113,44 @@ impl SymbolQuery {
 /// The compiled symbol query of `grammar`, compiled once per process; `None` for a grammar
 /// without one.
 pub(super) fn query_for(grammar: &str, ts: &tree_sitter::Language) -> Option<Arc<SymbolQuery>> {
-    static QUERIES: OnceLock<Mutex<HashMap<String, Option<Arc<SymbolQuery>>>>> = OnceLock::new();
-    let queries =
-        || QUERIES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(q) = queries().get(grammar) {
-        return q.clone();
-    }
-    // Compiled without the lock: a save waits for its own grammar's query, never for another
-    // one the start-up thread (`warm`) is compiling. Two threads may compile the same query
-    // once each; the first kept wins.
-    let compiled = sources(grammar).and_then(|texts| match SymbolQuery::new(ts, &texts) {
-        Ok(q) => Some(Arc::new(q)),
-        Err(e) => {
-            // The test suite compiles every query; this is a build defect, not the user's.
-            tracing::warn!("symbol query for {grammar} does not compile: {e}");
-            None
-        }
+    type Cell = Arc<OnceLock<Option<Arc<SymbolQuery>>>>;
+    static QUERIES: OnceLock<Mutex<HashMap<String, Cell>>> = OnceLock::new();
+    let cell: Cell = {
+        let mut queries =
+            QUERIES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        queries.entry(grammar.to_string()).or_default().clone()
+    };
+    // Compiled once, outside the map's lock: a save waits for its own grammar's query (begun at
+    // its file's first event by `warm_for`, and then not compiled twice), never for another's.
+    let compiled = cell.get_or_init(|| {
+        sources(grammar).and_then(|texts| match SymbolQuery::new(ts, &texts) {
+            Ok(q) => Some(Arc::new(q)),
+            Err(e) => {
+                // The test suite compiles every query; this is a build defect, not the user's.
+                tracing::warn!("symbol query for {grammar} does not compile: {e}");
+                None
+            }
+        })
     });
-    queries().entry(grammar.to_string()).or_insert(compiled).clone()
+    compiled.clone()
 }
 
-/// Compiles the symbol query of every grammar of `table` that has one, the most common first:
-/// a query takes tens of milliseconds to compile (tree-sitter analyses its patterns), which the
-/// first save of a file in that language would otherwise wait for. Run on a thread of its own
-/// at start.
-pub fn warm(table: &LanguageTable) {
-    const FIRST: &[&str] = &["python", "typescript", "tsx", "javascript", "rust", "go"];
-    let mut rows: Vec<&Language> = table.iter().filter(|r| r.ts_language.is_some()).collect();
-    rows.sort_by_key(|r| {
-        let g = r.grammar.as_deref().unwrap_or_default();
-        FIRST.iter().position(|f| *f == g).unwrap_or(FIRST.len())
-    });
-    for row in rows {
-        if let (Some(grammar), Some(ts)) = (row.grammar.as_deref(), row.ts_language.as_ref()) {
-            query_for(grammar, ts);
-        }
+/// Compiles, on a thread of its own, the symbol query of the language `path` is in, unless it
+/// was compiled or begun already: a query takes tens of milliseconds to compile (tree-sitter
+/// analyses its patterns), which the first save of a file in that language would otherwise wait
+/// for. Called as a file's first event comes in, so the query is ready when the debounce ends.
+/// Only the languages a root's files use are compiled: each query holds a few MiB.
+pub fn warm_for(table: &'static LanguageTable, path: &Path) {
+    static BEGUN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let Some(lang) = table.for_path(path) else { return };
+    let (Some(grammar), Some(ts)) = (lang.grammar.clone(), lang.ts_language.clone()) else {
+        return;
+    };
+    let mut begun = BEGUN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if begun.insert(grammar.clone()) {
+        let _ = std::thread::Builder::new()
+            .name("query".into())
+            .spawn(move || query_for(&grammar, &ts));
     }
 }
 

@@ -31,6 +31,7 @@ use crate::error::StartError;
 use crate::git::GitWindow;
 use crate::sys::{self, WatchMode};
 
+pub use pending::HeadsUp;
 use pending::Waiting;
 use state::State;
 use tree::Tree;
@@ -85,7 +86,18 @@ impl Watch {
     /// Watches `root` (made canonical) and sends debounced changes to the returned receiver.
     /// Returns once every directory is watched.
     pub fn start(root: &Path, debounce: Duration) -> Result<(Watch, Receiver<Change>), StartError> {
-        Watch::start_in_mode(root, debounce, sys::WATCH_MODE, None)
+        Watch::start_in_mode(root, debounce, sys::WATCH_MODE, None, None)
+    }
+
+    /// [`Watch::start`], or with `since` [`Watch::start_after`], telling `heads_up` of each file
+    /// at its first event, a debounce before its change is sent.
+    pub fn start_with_heads_up(
+        root: &Path,
+        debounce: Duration,
+        since: Option<SystemTime>,
+        heads_up: HeadsUp,
+    ) -> Result<(Watch, Receiver<Change>), StartError> {
+        Watch::start_in_mode(root, debounce, sys::WATCH_MODE, since, Some(heads_up))
     }
 
     /// [`Watch::start`] for a process taking the root over from its previous owner (see
@@ -97,7 +109,7 @@ impl Watch {
         debounce: Duration,
         since: SystemTime,
     ) -> Result<(Watch, Receiver<Change>), StartError> {
-        Watch::start_in_mode(root, debounce, sys::WATCH_MODE, Some(since))
+        Watch::start_in_mode(root, debounce, sys::WATCH_MODE, Some(since), None)
     }
 
     /// [`Watch::start`] with a chosen backend mode (tests run the recursive one on Linux too).
@@ -106,6 +118,7 @@ impl Watch {
         debounce: Duration,
         mode: WatchMode,
         since: Option<SystemTime>,
+        heads_up: Option<HeadsUp>,
     ) -> Result<(Watch, Receiver<Change>), StartError> {
         let root = check_root(root)?;
         if let Some(why) = sys::watch_caveat(&root) {
@@ -125,7 +138,9 @@ impl Watch {
         let (change_tx, change_rx) = mpsc::channel();
         let events_seen = Arc::new(AtomicU64::new(0));
         let tree = Tree::new(root.clone(), mode, watcher);
-        let mut state = State::new(tree, Waiting::new(debounce, change_tx), events_seen.clone());
+        let mut waiting = Waiting::new(debounce, change_tx);
+        waiting.heads_up = heads_up;
+        let mut state = State::new(tree, waiting, events_seen.clone());
         let started = Instant::now();
         state.start(since).map_err(StartError::Watcher)?;
         let stats = WatchStats {
@@ -238,7 +253,7 @@ mod tests {
             }
             write(outside.path(), "z.py");
             let (watch, rx) =
-                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None).unwrap();
+                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None, None).unwrap();
             std::fs::rename(root.join("a.py"), root.join("b.py")).unwrap();
             std::fs::rename(root.join("c.py"), root.join("d.py")).unwrap();
             std::fs::rename(root.join("d.py"), root.join("e.py")).unwrap();
@@ -285,7 +300,7 @@ mod tests {
                 std::fs::create_dir_all(root.join(d)).unwrap();
             }
             let (watch, rx) =
-                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None).unwrap();
+                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None, None).unwrap();
             assert!(watch.stats().dirs_watched >= 3, "{:?}", watch.stats());
             let saved = write(&root, "src/a.py");
             write(&root, "out/deep/b.py");
@@ -351,7 +366,7 @@ mod tests {
             let root = parent.join("R");
             std::fs::create_dir_all(&root).unwrap();
             let (watch, rx) =
-                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None).unwrap();
+                Watch::start_in_mode(&root, Duration::from_millis(50), mode, None, None).unwrap();
             assert_eq!(changes_until(&rx, &root, "s1.py"), Vec::<PathBuf>::new(), "{mode:?}");
             std::fs::remove_dir_all(&root).unwrap();
             std::fs::create_dir(&root).unwrap();

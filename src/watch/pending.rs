@@ -25,9 +25,15 @@ pub(super) struct Pending {
     renamed_from: Vec<PathBuf>,
 }
 
+/// Told of a file that starts waiting for quiet, the moment its first event comes: work the
+/// file will need (compiling its language's queries) can begin during the debounce.
+pub type HeadsUp = Box<dyn Fn(&Path) + Send>;
+
 /// The files waiting for quiet, and where they go once quiet.
 pub(super) struct Waiting {
     files: HashMap<PathBuf, Pending>,
+    /// See [`HeadsUp`]; not for the files a rescan lists.
+    pub heads_up: Option<HeadsUp>,
     debounce: Duration,
     out: Sender<Change>,
     /// When watching began. Events carry no write times, so after an overflow this is the
@@ -41,7 +47,7 @@ pub(super) struct Waiting {
 impl Waiting {
     pub fn new(debounce: Duration, out: Sender<Change>) -> Waiting {
         let started = SystemTime::now();
-        Waiting { files: HashMap::new(), debounce, out, started, rescanning: None }
+        Waiting { files: HashMap::new(), heads_up: None, debounce, out, started, rescanning: None }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -63,6 +69,11 @@ impl Waiting {
     ) {
         let due = Instant::now() + self.debounce;
         let rescan = self.rescanning;
+        if let Some(heads_up) = self.heads_up.as_ref().filter(|_| rescan.is_none()) {
+            if !self.files.contains_key(&path) {
+                heads_up(&path);
+            }
+        }
         let entry = self.files.entry(path).or_insert(Pending {
             due,
             from_git: None,
@@ -138,5 +149,28 @@ impl Waiting {
     /// Forgets the files the rules now ignore.
     pub fn forget_ignored(&mut self, rules: &IgnoreRules) {
         self.files.retain(|p, _| !rules.is_ignored(p, false));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// The heads-up comes once a file, at its first event, and not for the files a rescan lists.
+    #[test]
+    fn a_file_is_announced_ahead_once_at_its_first_event() {
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let mut waiting = Waiting::new(Duration::from_secs(60), tx);
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let log = told.clone();
+        waiting.heads_up = Some(Box::new(move |p: &Path| log.lock().unwrap().push(p.to_owned())));
+        waiting.schedule(PathBuf::from("/r/a.py"), None, None);
+        waiting.schedule(PathBuf::from("/r/a.py"), None, None);
+        waiting.rescanning = Some(SystemTime::now());
+        waiting.schedule(PathBuf::from("/r/listed.py"), None, None);
+        waiting.rescanning = None;
+        waiting.schedule(PathBuf::from("/r/b.rs"), None, None);
+        assert_eq!(*told.lock().unwrap(), [PathBuf::from("/r/a.py"), PathBuf::from("/r/b.rs")]);
     }
 }
