@@ -60,6 +60,7 @@ fi
 # --- the CLI ----------------------------------------------------------------------------------
 # .ci/run installs it once for the tests and passes it in FILEWATCH_CLAUDE_BIN; the version
 # check below holds either way.
+npm_secs=0 # none when the CLI comes installed
 if [[ -n ${FILEWATCH_CLAUDE_BIN:-} && -x $FILEWATCH_CLAUDE_BIN ]]; then
   claude=$FILEWATCH_CLAUDE_BIN
   say "using $claude (FILEWATCH_CLAUDE_BIN)"
