@@ -65,6 +65,9 @@ packages:
     access: \$all
     publish: \$all
 log: { type: stdout, format: pretty, level: error }
+# The Linux package holds a 49 MB binary: 8 MB packed, about 11 MB as npm sends it (base64),
+# over verdaccio's default limit of 10 MB (publish failed with 413 Payload Too Large).
+max_body_size: 200mb
 YAML
 "$repo/.ci/verdaccio/node_modules/.bin/verdaccio" --config "$tmp/registry/config.yaml" \
   --listen "127.0.0.1:$port" >"$tmp/registry/log" 2>&1 &

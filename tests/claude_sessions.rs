@@ -78,7 +78,12 @@ exit 2"#,
         DEADLINE,
     );
     assert!(woken.is_turn());
-    assert!(claude.transcripts().contains("fw-rwk0001"), "the rewake is in the transcript");
+    // Claude Code writes its transcript beside the request, not before it: wait for the line.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while !claude.transcripts().contains("fw-rwk0001") {
+        assert!(std::time::Instant::now() < deadline, "the rewake is in the transcript");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     session.exit();
 }
 
