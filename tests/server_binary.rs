@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
+#[cfg(unix)] // used by the Unix-only state-directory tests
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 

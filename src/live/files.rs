@@ -294,6 +294,7 @@ impl Previous {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(unix)] // the symlink test's
     use std::path::Path;
     use std::time::Duration;
 
