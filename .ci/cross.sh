@@ -134,6 +134,11 @@ run_windows() {
     a_moved_file_keeps_what_its_old_path_had     # runs git too
     a_resolve_without_a_record_keeps_the_lines_of_head # runs git too
     a_resolve_by_record_keeps_the_lines_of_head  # runs git too
+    a_committed_asks_words_typed_elsewhere_are_an_ask # runs git too
+    a_long_history_in_git_takes_no_fresh_ask_for_gits # runs git too
+    scan_and_stamp_read_an_ask_as_the_server_does # runs git too
+    replace_keeps_the_files_times # under Wine the exchange leaves the access time of its moment (the modification time, which editors compare, is kept)
+    two_servers_see_each_others_changes_across_a_rewrite # OPEN: under Wine a record one server forgot comes back after a restart while the other holds the log (the spare copy's merge); not yet fixed
     renames_say_where_a_file_was                 # pairs inotify's rename cookies; Wine's
                                                  # ReadDirectoryChangesW is not Windows'
     walk::tests::honours_gitignore_and_hard_excludes # its expectation joins paths with '\'

@@ -343,7 +343,9 @@ fn edit(
     change: impl FnOnce(&mut Map<String, Value>) -> Result<(), &'static str>,
 ) -> Result<Changed, SettingsError> {
     // A symlinked settings file (dotfiles kept elsewhere) is written where it points.
+    // Named as people write it: without the `\\?\` that canonical paths carry on Windows.
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = crate::sys::plain_path(&path).into_owned();
     let before = read_settings(&path)?;
     let mut after = before.clone();
     let shape = |what| SettingsError::Shape { path: path.clone(), what };
