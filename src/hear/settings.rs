@@ -543,7 +543,9 @@ mod tests {
         for text in ["{\"hooks\": {", "[1, 2]", "{\"hooks\": []}"] {
             let (_dir, path) = file_with(text);
             let e = install(&path, &HookCommand::ByName).unwrap_err();
-            assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            // Named as the file is: its canonical path, without Windows' `\\?\`.
+            let named = crate::sys::plain_path(&std::fs::canonicalize(&path).unwrap()).into_owned();
+            assert!(e.to_string().contains(&named.display().to_string()), "{e}");
             assert!(e.to_string().contains("nothing changed"), "{e}");
             assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
             let left: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
