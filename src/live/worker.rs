@@ -412,14 +412,7 @@ mod tests {
         crate::test_support::write(root.join("committed.py"), "# @claude from a commit\nx = 1\n")
             .unwrap();
 
-        let options = LiveOptions {
-            root: root.clone(),
-            debounce: Duration::from_millis(20),
-            settle: Duration::ZERO,
-            tag_after: Duration::ZERO,
-            trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
-            tag: TagMode::File,
-        };
+        let options = quick_options(&root);
         let (tx, rx) = mpsc::channel();
         let asks = Some(Asks::in_memory());
         let live = Live::take_over(&options, asks, since, move |ask: Ask| {
@@ -443,6 +436,18 @@ mod tests {
         live.stop();
         files.sort();
         assert_eq!(files, ["missed.py", "sentinel.py", "sentinel2.py"]);
+    }
+
+    /// A live stage on `root` that reads a change 20 ms after it and tags at once.
+    fn quick_options(root: &Path) -> LiveOptions {
+        LiveOptions {
+            root: root.to_path_buf(),
+            debounce: Duration::from_millis(20),
+            settle: Duration::ZERO,
+            tag_after: Duration::ZERO,
+            trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
+            tag: TagMode::File,
+        }
     }
 
     /// `n` lines of distinct asks, `#@claude xyz`, as short as an ask can be: 80,000 of them
@@ -470,14 +475,7 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         let big = many_asks(N);
         assert!(big.len() as u64 <= crate::fsio::MAX_FILE_SIZE, "{}", big.len());
-        let options = LiveOptions {
-            root: root.clone(),
-            debounce: Duration::from_millis(20),
-            settle: Duration::ZERO,
-            trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
-            tag: TagMode::File,
-            tag_after: Duration::ZERO,
-        };
+        let options = quick_options(&root);
         let (tx, rx) = mpsc::channel();
         let live = Live::start(&options, move |ask: Ask| {
             let _ = tx.send(ask.file);
@@ -549,14 +547,7 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         let committed = long_history(&root, "hist.py", 20_000);
         let hist = root.join("hist.py");
-        let options = LiveOptions {
-            root: root.clone(),
-            debounce: Duration::from_millis(20),
-            settle: Duration::ZERO,
-            trigger: crate::scan::DEFAULT_TRIGGER.to_string(),
-            tag: TagMode::File,
-            tag_after: Duration::ZERO,
-        };
+        let options = quick_options(&root);
         let sink = |tx: mpsc::Sender<(String, String)>| {
             move |ask: Ask| {
                 let _ = tx.send((ask.file, ask.marker.text));
