@@ -138,7 +138,6 @@ run_windows() {
     a_long_history_in_git_takes_no_fresh_ask_for_gits # runs git too
     scan_and_stamp_read_an_ask_as_the_server_does # runs git too
     replace_keeps_the_files_times # under Wine the exchange leaves the access time of its moment (the modification time, which editors compare, is kept)
-    two_servers_see_each_others_changes_across_a_rewrite # OPEN: under Wine a record one server forgot comes back after a restart while the other holds the log (the spare copy's merge); not yet fixed
     renames_say_where_a_file_was                 # pairs inotify's rename cookies; Wine's
                                                  # ReadDirectoryChangesW is not Windows'
     walk::tests::honours_gitignore_and_hard_excludes # its expectation joins paths with '\'

@@ -228,10 +228,12 @@ impl Log {
         log.written = fingerprints(&records);
         if bytes.is_empty() {
             log.fill(&records)?;
-        } else if mended.log_stale || log.lines > 2 * records.len() + COMPACT_SLACK {
-            log.compact(&records)?;
-        } else if mended.spare_stale {
-            log.write_spare(&records);
+        } else {
+            let long = log.lines > 2 * records.len() + COMPACT_SLACK;
+            let rewritten = (mended.log_stale || long) && log.compact(&records)?;
+            if mended.spare_stale && !rewritten {
+                log.write_spare(&records);
+            }
         }
         if imported {
             // In the log now, and synced there: the old file would only be read again.
@@ -329,15 +331,13 @@ impl Log {
         *records = mended;
         self.written = fingerprints(records);
         if bytes.is_empty() {
-            self.fill(records)
-        } else if how.log_stale {
-            self.compact(records)
-        } else {
-            if how.spare_stale {
-                self.write_spare(records);
-            }
-            Ok(())
+            return self.fill(records);
         }
+        let rewritten = how.log_stale && self.compact(records)?;
+        if how.spare_stale && !rewritten {
+            self.write_spare(records);
+        }
+        Ok(())
     }
 
     /// The records of the log's `bytes` and the spare's, mended together; the log is read to
@@ -461,9 +461,9 @@ impl Log {
         self.append(&out)?;
         self.lines += changed.len() + gone.len();
         self.written = now;
-        if self.lines > 2 * records.len() + COMPACT_SLACK {
-            self.compact(records)?;
-        } else {
+        let rewritten = self.lines > 2 * records.len() + COMPACT_SLACK && self.compact(records)?;
+        if !rewritten {
+            // The spare takes the same lines; a rewrite put off (Windows) takes them too.
             self.append_spare(&out, records);
         }
         Ok(())
@@ -513,14 +513,15 @@ impl Log {
     }
 
     /// Rewrites the log to hold `records` only: a temp file beside it, synced, renamed over it;
-    /// then the spare. A server killed meanwhile leaves the old log (and a temp file the next
+    /// then the spare. Returns false if the rewrite was put off (below). A server killed meanwhile leaves the old log (and a temp file the next
     /// open removes), or the new log and the old spare (which then has what the log forgot).
     ///
     /// Windows renames over no file that is open: this server lets go of the log first, and
     /// while another server holds it the rename is refused. The log then stays as it is (it is
     /// still whole and right, only longer) and the rewrite is tried again once as many lines
-    /// more have been appended.
-    fn compact(&mut self, records: &[AskRecord]) -> io::Result<()> {
+    /// more have been appended; the spare, not rewritten either, is the caller's to keep in
+    /// step.
+    fn compact(&mut self, records: &[AskRecord]) -> io::Result<bool> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let mut tmp = tempfile::Builder::new()
             .prefix(&format!("{}.", self.prefix))
@@ -536,12 +537,12 @@ impl Log {
         // Our handle of the old log goes first (Windows); whoever else holds it on Unix keeps
         // reading it and notices the new file by its id.
         drop(std::mem::replace(&mut self.file, file));
-        if let Err(e) = std::fs::rename(&tmp_path, &self.path) {
+        if let Err(e) = rename_over(&tmp_path, &self.path) {
             self.file = state::open(&self.path)?; // the old log, where it was
             let _ = std::fs::remove_file(&tmp_path);
-            if cfg!(windows) && e.kind() == io::ErrorKind::PermissionDenied {
+            if held_elsewhere(&e) {
                 self.lines = records.len() + 1; // for when to try again, not what the log holds
-                return Ok(());
+                return Ok(false);
             }
             return Err(e);
         }
@@ -550,8 +551,46 @@ impl Log {
         self.lines = records.len() + 1;
         self.written = fingerprints(records);
         self.write_spare(records); // in step: both hold what they hold in as many lines
-        Ok(())
+        Ok(true)
     }
+}
+
+/// Renames the rewritten log over the old one.
+fn rename_over(from: &Path, to: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    if REFUSE_REWRITES.with(|r| r.get()) {
+        return Err(io::ErrorKind::PermissionDenied.into());
+    }
+    std::fs::rename(from, to)
+}
+
+/// True if a rename over the log failed because another server holds it open: Windows's rule
+/// (seen under Wine: "Access denied", os error 5), simulated in tests elsewhere.
+fn held_elsewhere(e: &io::Error) -> bool {
+    #[cfg(test)]
+    if REFUSE_REWRITES.with(|r| r.get()) {
+        return true;
+    }
+    cfg!(windows) && e.kind() == io::ErrorKind::PermissionDenied
+}
+
+#[cfg(test)]
+thread_local! {
+    static REFUSE_REWRITES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Until the guard is dropped, this thread's rewrites of a log are refused as Windows refuses
+/// them while another server holds the log open.
+#[cfg(test)]
+pub(super) fn refuse_rewrites() -> impl Drop {
+    struct Refusing;
+    impl Drop for Refusing {
+        fn drop(&mut self) {
+            REFUSE_REWRITES.with(|r| r.set(false));
+        }
+    }
+    REFUSE_REWRITES.with(|r| r.set(true));
+    Refusing
 }
 
 /// What [`replay`] found in some bytes of a ledger file.
