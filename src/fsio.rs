@@ -138,7 +138,7 @@ impl ReadError {
 }
 
 /// A file's bytes as read, with the metadata of the very file descriptor they came from.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Source {
     /// The whole file.
     pub bytes: Vec<u8>,

@@ -21,6 +21,7 @@ use crate::watch::Change;
 const PREVIOUS_BYTES: usize = 32 * 1024 * 1024;
 
 /// A file as one look read it: what the stages after the read work on.
+#[derive(Clone)]
 pub(super) struct Seen<'t> {
     /// The file, absolute.
     pub path: PathBuf,

@@ -37,8 +37,9 @@ pub struct LivePipeline<'t> {
     pub(super) typing: Typing,
     /// Delivered asks waiting for their tags.
     pub(super) tags: TagQueue,
-    /// Files with more asks ready than one round handed on.
-    backlog: VecDeque<Change>,
+    /// Files with more asks ready than one round handed on, each with what the look found:
+    /// its later rounds come from that, not from a look a round.
+    backlog: VecDeque<Rounds<'t>>,
     /// Asks recorded by an owner that died before sending them, found in the change at hand:
     /// ready at once, announced under their ids as they were (no revision).
     unsent: HashSet<MarkerId>,
@@ -48,6 +49,16 @@ pub struct LivePipeline<'t> {
     /// Runs between the read and the stamp's write: tests change the file there.
     #[cfg(test)]
     pub(super) before_stamp: Option<Hook>,
+}
+
+/// The asks of a file still to be handed on, as one look at it found them ready: a file of
+/// thousands of asks is read, scanned and reconciled once, not once a round.
+struct Rounds<'t> {
+    change: Change,
+    /// The file as the look read it: while it holds these bytes, the rest are still ready.
+    seen: Seen<'t>,
+    /// The ready asks no round has taken yet, in file order.
+    left: VecDeque<Draft>,
 }
 
 /// A test's hook into the pipeline.
@@ -184,11 +195,29 @@ impl<'t> LivePipeline<'t> {
         !self.backlog.is_empty()
     }
 
-    /// The next round of a file with more asks than one round took, if any.
+    /// True while the file at `path` has asks ready that no round has taken yet: its tags
+    /// wait for the last round, and then go in with one write, not one a round.
+    pub(super) fn in_backlog(&self, path: &Path) -> bool {
+        self.backlog.iter().any(|r| r.change.path == path)
+    }
+
+    /// The next round of a file with more asks than one round took, if any: the next of the
+    /// asks its look found while it still holds the bytes it was read as, else from a new look.
     pub fn backlog(&mut self, room: usize) -> Option<Vec<Ask>> {
-        let change = self.backlog.pop_front()?;
-        self.files.look_again(&change.path); // although we left it so
-        let asks = self.look_at_next_round(&change, room);
+        let mut rounds = self.backlog.pop_front()?;
+        let path = rounds.change.path.clone();
+        let unchanged = self.files.read(&path).is_some_and(|s| s.bytes == rounds.seen.bytes());
+        let asks = if unchanged {
+            let ready: Vec<Draft> = rounds.left.drain(..room.min(rounds.left.len())).collect();
+            let asks = self.announce(&rounds.seen, ready);
+            if !rounds.left.is_empty() {
+                self.backlog.push_back(rounds);
+            }
+            asks
+        } else {
+            self.files.look_again(&path); // although we left it so
+            self.look_at_next_round(&rounds.change, room)
+        };
         self.files.let_go();
         Some(asks)
     }
@@ -419,7 +448,7 @@ impl<'t> LivePipeline<'t> {
     /// `room` of them (see [`LivePipeline::announce`]). The file's bytes are left as seen.
     fn announce_ready(
         &mut self,
-        seen: &Seen,
+        seen: &Seen<'t>,
         ready: Vec<Draft>,
         room: usize,
         change: &Change,
@@ -439,16 +468,24 @@ impl<'t> LivePipeline<'t> {
         if ready.is_empty() {
             return Vec::new();
         }
-        let ready = self.take_round(ready, room, change);
+        let ready = self.take_round(seen, ready, room, change);
         self.announce(seen, ready)
     }
 
-    /// The first `room` of the ready asks, in file order; the file waits in the backlog for the
-    /// rest.
-    fn take_round(&mut self, mut ready: Vec<Draft>, room: usize, change: &Change) -> Vec<Draft> {
+    /// The first `room` of the ready asks, in file order; the file waits in the backlog with
+    /// the rest (in place of what an earlier look of it left there).
+    fn take_round(
+        &mut self,
+        seen: &Seen<'t>,
+        mut ready: Vec<Draft>,
+        room: usize,
+        change: &Change,
+    ) -> Vec<Draft> {
+        self.backlog.retain(|r| r.change.path != seen.path);
         if ready.len() > room {
-            ready.truncate(room);
-            self.backlog.push_back(change.clone());
+            let left = ready.split_off(room).into();
+            let seen = seen.clone();
+            self.backlog.push_back(Rounds { change: change.clone(), seen, left });
         }
         ready
     }
@@ -470,7 +507,7 @@ impl<'t> LivePipeline<'t> {
             return Vec::new();
         };
         let ready = self.typing.take_due(path, now, settle);
-        let ready = self.take_round(ready, room, &change);
+        let ready = self.take_round(&seen, ready, room, &change);
         self.announce(&seen, ready)
     }
 
@@ -553,6 +590,49 @@ mod tests {
         assert_eq!(asks.len(), 1);
         assert!(asks[0].stamped);
         assert!(std::fs::read_to_string(&p).unwrap().starts_with("# @claude[fw-"));
+    }
+
+    /// Issue 30 (10): a file of many asks is read, scanned and reconciled once, and its asks go
+    /// out in rounds from that — not one whole look a round (with the tags of the round before
+    /// written into it in between), which made 20,000 asks take minutes to drain. Its tags
+    /// wait for the last round and then go in with one write.
+    #[test]
+    fn a_file_of_many_asks_is_looked_at_once_for_all_its_rounds() {
+        use std::time::Instant;
+        const N: usize = 1000;
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let p = live.files.root.join("a.py");
+        let text: String = (0..N).map(|i| format!("# @claude ask {i}\n")).collect();
+        crate::test_support::write(&p, &text).unwrap();
+        let change = Change { path: p.clone(), from_git: None, rescan: None, renamed_from: vec![] };
+        let mut round = live.process_change(&change, 64);
+        let (mut lines, mut rounds) = (Vec::new(), 0);
+        loop {
+            assert!(!round.is_empty() && round.len() <= 64, "round {rounds}: {}", round.len());
+            lines.extend(round.iter().map(|a| a.marker.line));
+            live.delivered(&round, true);
+            rounds += 1;
+            // As the worker does between rounds: what fell due first (the tags owed).
+            let due = live.run_due(Instant::now(), 64);
+            assert!(due.is_empty(), "{} asks fell due", due.len());
+            let tags = std::fs::read_to_string(&p).unwrap().matches("@claude[fw-").count();
+            if live.has_backlog() {
+                assert_eq!(tags, 0, "tags written while asks of the file wait (round {rounds})");
+            }
+            match live.backlog(64) {
+                Some(next) => round = next,
+                None => break,
+            }
+        }
+        assert_eq!(lines, (1..=N).collect::<Vec<_>>(), "each ask once, in file order");
+        assert_eq!(rounds, N.div_ceil(64));
+        assert_eq!(live.scanned(), 1, "the file was looked at again for later rounds");
+        let tagged = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(tagged.matches("@claude[fw-").count(), N, "every tag in");
+        // Its own tags' change is no news: nothing more is looked at or announced.
+        assert!(live.process_change(&change, 64).is_empty());
+        assert_eq!(live.scanned(), 1);
     }
 
     /// No room to deliver: the marker stays untagged, unrecorded, and its file waits in the

@@ -260,6 +260,9 @@ impl LivePipeline<'_> {
     pub(super) fn write_due_tags(&mut self, now: Instant) -> HashSet<MarkerId> {
         let mut written = HashSet::new();
         for path in self.tags.due(now) {
+            if self.in_backlog(&path) {
+                continue; // with the file's last round
+            }
             written.extend(self.write_tags(&path));
         }
         written
