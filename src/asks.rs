@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use self::ledger::Ledger;
+use self::ledger::{Flush, Ledger};
 use crate::error::{Problem, StartError};
 use crate::id::MarkerId;
 use crate::state::{self, Place};
@@ -163,15 +163,26 @@ impl Asks {
     /// changed appended after, under the ledger's lock: two servers on one root see each
     /// other's asks.
     pub fn update<T>(&self, f: impl FnOnce(&mut Vec<AskRecord>) -> T) -> T {
+        self.update_knowing_others(|records, _| f(records))
+    }
+
+    /// [`Asks::update`], telling `f` how many times this run has read in what other servers
+    /// on the root wrote: a change that is told the same count as an earlier one knows that no
+    /// record of theirs came in between. `None` when the ledger could not be read (nothing is
+    /// known of others); without a ledger there are no others: always 0.
+    pub fn update_knowing_others<T>(
+        &self,
+        f: impl FnOnce(&mut Vec<AskRecord>, Option<u64>) -> T,
+    ) -> T {
         let mut inner = self.lock();
         let Inner { records, ledger, .. } = &mut *inner;
         let Some(ledger) = ledger else {
-            let out = f(records);
+            let out = f(records, Some(0));
             prune(records, now());
             return out;
         };
-        ledger.update(records, |records| {
-            let out = f(records);
+        ledger.update(records, |records, others| {
+            let out = f(records, others);
             prune(records, now());
             out
         })
@@ -206,24 +217,27 @@ impl Asks {
         self.view(|records| records.iter().find(|r| r.id == id).cloned())
     }
 
+    /// Runs `mark` on the records with these ids, as [`Asks::update`] does but looking only at
+    /// them for what to append: a change that marks asks costs what it marks.
+    fn mark(&self, ids: &[MarkerId], flush: Flush, mark: impl FnMut(&mut AskRecord)) {
+        let mut inner = self.lock();
+        let Inner { records, ledger, .. } = &mut *inner;
+        match ledger {
+            Some(ledger) => ledger.mark(records, ids, flush, mark),
+            None => records.iter_mut().filter(|r| ids.contains(&r.id)).for_each(mark),
+        }
+    }
+
     /// The asks reached their client: no longer unsent ([`AskRecord::unsent`]).
     pub fn sent(&self, ids: &[MarkerId]) {
-        if !self.view(|records| records.iter().any(|r| r.unsent && ids.contains(&r.id))) {
-            return;
-        }
-        self.update(|records| {
-            for r in records.iter_mut().filter(|r| r.unsent && ids.contains(&r.id)) {
-                r.unsent = false;
-            }
-        });
+        self.mark(ids, Flush::Later, |r| r.unsent = false);
     }
 
     /// Marks the asks heard now (those not heard already).
     pub fn hear(&self, ids: &[MarkerId]) {
-        self.update(|records| {
-            for r in records.iter_mut().filter(|r| ids.contains(&r.id) && r.heard.is_none()) {
-                r.heard = Some(now());
-            }
+        let now = now();
+        self.mark(ids, Flush::Now, |r| {
+            r.heard.get_or_insert(now);
         });
     }
 
@@ -251,10 +265,9 @@ impl Asks {
 
     /// Marks the ask resolved now.
     pub fn resolve(&self, id: MarkerId) {
-        self.update(|records| {
-            for r in records.iter_mut().filter(|r| r.id == id && r.is_pending()) {
-                r.resolved = Some(now());
-            }
+        let now = now();
+        self.mark(&[id], Flush::Now, |r| {
+            r.resolved.get_or_insert(now);
         });
     }
 }
@@ -544,6 +557,35 @@ mod tests {
         let want = ["fw-00000001", "fw-00000003", "fw-00000004", "fw-00000005", "fw-00000064"];
         assert_eq!(ids(&one), want);
         assert_eq!(ids(&open()), want, "after a restart");
+    }
+
+    /// Marking asks (sent, heard, resolved) appends a line for each record it changed and
+    /// nothing for one it left as it was; the other server and a restart see the marks.
+    #[test]
+    fn marks_append_what_they_change_only() {
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.py"), "").unwrap();
+        let open = || Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
+        let (one, two) = (open(), open());
+        one.update(|r| r.extend(many(1, 5)));
+        let path = ledger_file(state.path());
+        let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
+        let before = lines();
+        let id = |n: u32| format!("fw-{n:08x}").parse::<MarkerId>().unwrap();
+        two.hear(&[id(2), id(3)]);
+        two.resolve(id(4));
+        assert_eq!(lines(), before + 3);
+        two.hear(&[id(2)]); // heard already: no change, no line
+        two.sent(&[id(5)]); // never unsent: the same
+        assert_eq!(lines(), before + 3);
+        let marks = |asks: &Asks| {
+            let r = asks.snapshot();
+            r.iter().map(|r| (r.heard.is_some(), r.resolved.is_some())).collect::<Vec<_>>()
+        };
+        let want = [(false, false), (true, false), (true, false), (false, true), (false, false)];
+        assert_eq!(marks(&one), want);
+        assert_eq!(marks(&open()), want, "after a restart");
     }
 
     /// Windows renames over no file another server holds open, so a rewrite of the log can be

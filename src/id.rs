@@ -30,19 +30,27 @@ impl MarkerId {
         Self::from_bytes(inner)
     }
 
-    /// A random id (`random` yields e.g. a v4 UUID's bits) that is neither in `taken` nor
-    /// anywhere in `src`: redrawn until it is, so a new tag never names an old ask.
-    pub fn fresh(
-        src: &[u8],
-        taken: &HashSet<MarkerId>,
-        mut random: impl FnMut() -> u128,
-    ) -> MarkerId {
+    /// A random id (`random` yields e.g. a v4 UUID's bits) that is not in `taken`: redrawn
+    /// until it is. With the ids of [`MarkerId::all_in`] the file in `taken`, a new tag never
+    /// names an old ask.
+    pub fn fresh(taken: &HashSet<MarkerId>, mut random: impl FnMut() -> u128) -> MarkerId {
         loop {
             let id = MarkerId((random() >> 96) as u32);
-            if !taken.contains(&id) && memmem::find(src, id.to_string().as_bytes()).is_none() {
+            if !taken.contains(&id) {
                 return id;
             }
         }
+    }
+
+    /// Every id written anywhere in `src`, in a tag or not, also as the start of a longer run
+    /// of hex digits: one pass over the bytes, so that drawing many fresh ids for one file costs
+    /// a lookup each, not a search of the file each.
+    pub fn all_in(src: &[u8]) -> HashSet<MarkerId> {
+        let len = PREFIX.len() + HEX_DIGITS;
+        memmem::find_iter(src, PREFIX.as_bytes())
+            .filter_map(|at| src.get(at..at + len))
+            .filter_map(MarkerId::from_bytes)
+            .collect()
     }
 
     /// The tag as written into a file: `[fw-xxxxxxxx]`.
@@ -136,8 +144,17 @@ mod tests {
             n += 1;
             n << 96
         };
-        let taken: HashSet<MarkerId> = ["fw-00000002".parse().unwrap()].into();
-        let id = MarkerId::fresh(b"see fw-00000001", &taken, &mut counter);
+        let mut taken = MarkerId::all_in(b"see fw-00000001, fw-000000049 and fw-0000005 fw-");
+        let ids = |set: &HashSet<MarkerId>| {
+            let mut ids: Vec<String> = set.iter().map(|id| id.to_string()).collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(ids(&taken), ["fw-00000001", "fw-00000004"]);
+        taken.insert("fw-00000002".parse().unwrap());
+        let id = MarkerId::fresh(&taken, &mut counter);
         assert_eq!(id.to_string(), "fw-00000003");
+        taken.insert(id);
+        assert_eq!(MarkerId::fresh(&taken, &mut counter).to_string(), "fw-00000005");
     }
 }

@@ -1,7 +1,6 @@
 //! Pure byte splices on scanned files: stamping tags after triggers, and resolving (removing) a
 //! marker by id. Nothing but the tag bytes (or the removed marker) ever changes.
 
-use std::collections::HashSet;
 
 use crate::id::MarkerId;
 use crate::languages::Language;
@@ -27,10 +26,10 @@ pub enum ResolveError {
 
 /// Stamps for every untagged marker, each with a fresh id unique in `src` and among themselves.
 pub fn plan(src: &[u8], markers: &[Marker], mut random: impl FnMut() -> u128) -> Vec<Stamp> {
-    let mut taken = HashSet::new();
+    let mut taken = MarkerId::all_in(src);
     let mut stamps = Vec::new();
     for m in markers.iter().filter(|m| !m.is_tagged()) {
-        let id = MarkerId::fresh(src, &taken, &mut random);
+        let id = MarkerId::fresh(&taken, &mut random);
         taken.insert(id);
         stamps.push(Stamp { insert_at: m.insert_at, id });
     }

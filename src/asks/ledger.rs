@@ -66,11 +66,13 @@ impl Ledger {
 
 impl Ledger {
     /// Runs `change` on `records` brought up to date with the log first, and appends what it
-    /// changed after, under the lock: two servers on one root see each other's asks.
+    /// changed after, under the lock: two servers on one root see each other's asks. `change`
+    /// is told how many times others' lines have been read in so far (see [`Log::others`]),
+    /// `None` if the log could not be read.
     pub(super) fn update<T>(
         &mut self,
         records: &mut Vec<AskRecord>,
-        change: impl FnOnce(&mut Vec<AskRecord>) -> T,
+        change: impl FnOnce(&mut Vec<AskRecord>, Option<u64>) -> T,
     ) -> T {
         let Ledger { lock_path, lock, log } = self;
         let held = match lock.hold(lock_path) {
@@ -81,7 +83,9 @@ impl Ledger {
             }
         };
         let fresh = held.is_some() && log.refresh(records).map_err(|e| log.problem(e)).is_ok();
-        let out = change(records);
+        // Not up to date: nothing is known of others.
+        let others = fresh.then_some(log.others);
+        let out = change(records, others);
         // Written only when up to date: a change made on a stale view would undo others'.
         if fresh {
             if let Err(e) = log.record(records) {
@@ -90,6 +94,38 @@ impl Ledger {
         }
         drop(held);
         out
+    }
+
+    /// [`Ledger::update`] for a change that only marks the records with these ids (sent,
+    /// heard, resolved): only they are looked at for what to append, so that marking each ask
+    /// of a file of thousands as it goes out costs what it marks, not what the ledger holds.
+    pub(super) fn mark(
+        &mut self,
+        records: &mut Vec<AskRecord>,
+        ids: &[MarkerId],
+        flush: Flush,
+        mut mark: impl FnMut(&mut AskRecord),
+    ) {
+        let Ledger { lock_path, lock, log } = self;
+        let held = match lock.hold(lock_path) {
+            Ok(held) => Some(held),
+            Err(source) => {
+                Problem::Ledger { path: lock_path.clone(), source }.log();
+                None
+            }
+        };
+        let fresh = held.is_some() && log.refresh(records).map_err(|e| log.problem(e)).is_ok();
+        let at = positions(records, ids);
+        for &i in &at {
+            mark(&mut records[i]);
+        }
+        // Written only when up to date, as in `update`.
+        if fresh {
+            if let Err(e) = log.record_some(records, &at, flush) {
+                log.problem(e);
+            }
+        }
+        drop(held);
     }
 
     /// Brings `records` up to date with the log, under the lock; changes nothing.
@@ -162,6 +198,9 @@ struct Log {
     written: Vec<(MarkerId, u64)>,
     /// The second copy, written in step with the log.
     spare: Spare,
+    /// How many times lines other servers wrote were read in (or the log read anew): a change
+    /// that sees the same count as an earlier one knows no record another server made since.
+    others: u64,
 }
 
 /// One line of the log, as read.
@@ -212,6 +251,7 @@ impl Log {
             lines: 0,
             written: Vec::new(),
             spare,
+            others: 0,
         };
         log.remove_stale_temps(place);
         let spare_bytes = log.spare.read(MAX_LEDGER_BYTES).map_err(|e| match TooLarge::of(&e) {
@@ -320,6 +360,7 @@ impl Log {
         self.id = sys::file_id(&file)?;
         self.file = file;
         (self.read_to, self.lines) = (0, 0);
+        self.others += 1;
         let spare_bytes = self.spare.read(MAX_LEDGER_BYTES).unwrap_or_else(|e| {
             self.spare_problem(e);
             Vec::new()
@@ -390,8 +431,8 @@ impl Log {
 
     /// Appends `bytes` (what was just appended to the log) to the spare; one that is empty,
     /// missing or without a complete line is written whole, holding `records`.
-    fn append_spare(&self, bytes: &[u8], records: &[AskRecord]) {
-        match self.spare.append(bytes) {
+    fn append_spare(&self, bytes: &[u8], records: &[AskRecord], flush: Flush) {
+        match self.spare.append(bytes, flush) {
             Ok(true) => {}
             Ok(false) => self.write_spare(records),
             Err(e) => self.spare_problem(e),
@@ -405,6 +446,7 @@ impl Log {
         let read = replay(bytes, records);
         self.read_to += read.complete as u64;
         self.lines += read.lines;
+        self.others += u64::from(read.lines > 0);
         if read.bad > 0 {
             let e = io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -458,28 +500,66 @@ impl Log {
         for &id in &gone {
             line(&mut out, &EntryOut::Drop(id))?;
         }
-        self.append(&out)?;
+        self.append(&out, Flush::Now)?;
         self.lines += changed.len() + gone.len();
         self.written = now;
+        self.after_append(&out, records, Flush::Now)
+    }
+
+    /// After `out` was appended to the log: the log rewritten if it has grown to twice what it
+    /// holds, else the same lines appended to the spare.
+    fn after_append(&mut self, out: &[u8], records: &[AskRecord], flush: Flush) -> io::Result<()> {
         let rewritten = self.lines > 2 * records.len() + COMPACT_SLACK && self.compact(records)?;
         if !rewritten {
             // The spare takes the same lines; a rewrite put off (Windows) takes them too.
-            self.append_spare(&out, records);
+            self.append_spare(out, records, flush);
         }
         Ok(())
     }
 
-    /// Writes `bytes` (whole lines) at the end of what was read, and syncs them. Whatever lies
+    /// [`Log::record`] when only the records at `at` may have changed: only they are hashed
+    /// and compared with what the log has. The lock is held and the log read to its end.
+    fn record_some(&mut self, records: &[AskRecord], at: &[usize], flush: Flush) -> io::Result<()> {
+        let mut out = Vec::new();
+        let mut changed = 0;
+        for &i in at {
+            let r = &records[i];
+            // The log's entry of the record: at the same place unless records moved.
+            let slot = match self.written.get(i) {
+                Some((id, _)) if *id == r.id => Some(i),
+                _ => self.written.iter().position(|(id, _)| *id == r.id),
+            };
+            let Some(slot) = slot else {
+                return self.record(records); // not in the log yet: the whole pass
+            };
+            let hash = fingerprint(r);
+            if self.written[slot].1 != hash {
+                self.written[slot].1 = hash;
+                line(&mut out, &EntryOut::Ask(r))?;
+                changed += 1;
+            }
+        }
+        if changed == 0 {
+            return Ok(());
+        }
+        self.append(&out, flush)?;
+        self.lines += changed;
+        self.after_append(&out, records, flush)
+    }
+
+    /// Writes `bytes` (whole lines) at the end of what was read, and syncs them (see [`Flush`]). Whatever lies
     /// past that end is a line torn by a writer killed meanwhile (only a writer holding the lock
     /// writes, and the lock is ours): it is cut, never glued to.
-    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+    fn append(&mut self, bytes: &[u8], flush: Flush) -> io::Result<()> {
         if self.file.metadata()?.len() != self.read_to {
             self.file.set_len(self.read_to)?;
         }
         self.file.seek(SeekFrom::Start(self.read_to))?;
         // A failure here leaves a torn line past `read_to`: cut by the next append.
         self.file.write_all(bytes)?;
-        self.file.sync_data()?;
+        if flush == Flush::Now {
+            self.file.sync_data()?;
+        }
         self.read_to += bytes.len() as u64;
         Ok(())
     }
@@ -490,7 +570,7 @@ impl Log {
     fn fill(&mut self, records: &[AskRecord]) -> io::Result<()> {
         let mut out = Vec::new();
         self.write_lines(&mut out, records)?;
-        self.append(&out)?;
+        self.append(&out, Flush::Now)?;
         self.lines = records.len() + 1;
         self.written = fingerprints(records);
         self.write_spare(records);
@@ -591,6 +671,33 @@ pub(super) fn refuse_rewrites() -> impl Drop {
     }
     REFUSE_REWRITES.with(|r| r.set(true));
     Refusing
+}
+
+/// Where the records with these ids are, newest first. The search runs from the end, where
+/// the asks just recorded are (those being marked, most often), and stops once all are found;
+/// a few ids are compared as they are, which is cheaper than hashing each record's.
+fn positions(records: &[AskRecord], ids: &[MarkerId]) -> Vec<usize> {
+    let mut at = Vec::with_capacity(ids.len());
+    for (i, r) in records.iter().enumerate().rev() {
+        if at.len() == ids.len() {
+            break; // ids are unique among the records
+        }
+        if ids.contains(&r.id) {
+            at.push(i);
+        }
+    }
+    at
+}
+
+/// When an append reaches the disk. Either way it is written before the change returns, so a
+/// server killed after it loses nothing; only the machine's crash can lose what is not synced.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flush {
+    /// Synced before the change returns.
+    Now,
+    /// Synced with the next append that is: for a mark whose loss costs at most an ask said
+    /// again after the machine crashed (sent), not worth a sync for each ask of a big file.
+    Later,
 }
 
 /// What [`replay`] found in some bytes of a ledger file.

@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use super::ledger::Flush;
 use super::AskRecord;
 use crate::id::MarkerId;
 use crate::state;
@@ -42,7 +43,7 @@ impl Spare {
     /// Appends `bytes` (whole lines) after its last complete line — a line torn by a server
     /// killed while it appended is cut, never glued to — and syncs them. `Ok(false)` if it is
     /// empty or missing: it must then be written whole. The lock is held.
-    pub(super) fn append(&self, bytes: &[u8]) -> io::Result<bool> {
+    pub(super) fn append(&self, bytes: &[u8], flush: Flush) -> io::Result<bool> {
         let mut file = state::open(&self.path)?;
         let end = end_of_last_line(&mut file)?;
         if end == 0 {
@@ -53,7 +54,9 @@ impl Spare {
         }
         file.seek(SeekFrom::Start(end))?;
         file.write_all(bytes)?;
-        file.sync_data()?;
+        if flush == Flush::Now {
+            file.sync_data()?;
+        }
         Ok(true)
     }
 
@@ -204,12 +207,12 @@ mod tests {
     fn a_torn_end_is_cut_before_the_next_append() {
         let dir = tempfile::tempdir().unwrap();
         let spare = Spare::of(&dir.path().join("x.asks.jsonl"));
-        assert!(!spare.append(b"{}\n").unwrap(), "an empty spare is written whole");
+        assert!(!spare.append(b"{}\n", Flush::Now).unwrap(), "an empty spare is written whole");
         spare.write(|w| w.write_all(b"one\ntwo\n")).unwrap();
         std::fs::write(spare.path(), b"one\ntwo\nthr").unwrap();
-        assert!(spare.append(b"three\n").unwrap());
+        assert!(spare.append(b"three\n", Flush::Now).unwrap());
         assert_eq!(std::fs::read(spare.path()).unwrap(), b"one\ntwo\nthree\n");
         std::fs::write(spare.path(), "x".repeat(10_000)).unwrap();
-        assert!(!spare.append(b"four\n").unwrap(), "no complete line: written whole");
+        assert!(!spare.append(b"four\n", Flush::Now).unwrap(), "no complete line: written whole");
     }
 }

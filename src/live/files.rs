@@ -33,6 +33,9 @@ pub(super) struct Seen<'t> {
     pub file: String,
     /// Its markers, in file order.
     pub markers: Vec<Marker>,
+    /// The count of others' changes its markers were reconciled with the records knowing
+    /// ([`crate::asks::Asks::update_knowing_others`]); `None` if they were not.
+    pub reconciled: Option<u64>,
 }
 
 impl Seen<'_> {

@@ -300,7 +300,7 @@ impl<'t> LivePipeline<'t> {
             return None;
         }
         let diff = self.files.diff(path, &source.bytes);
-        let seen = self.seen(path, source)?;
+        let mut seen = self.seen(path, source)?;
         if let Some(window) = &change.from_git {
             if self.provenance.history_pending(&seen, window) {
                 tracing::debug!("{}: waits for its history in git to be searched", path.display());
@@ -309,7 +309,7 @@ impl<'t> LivePipeline<'t> {
             }
         }
         self.files.count_scan();
-        let (fresh, mut candidates) = self.reconcile(&seen, diff, now);
+        let (fresh, mut candidates) = self.reconcile(&mut seen, diff, now);
         // A safe moment for the tags owed to the file, or not now.
         self.judge_save(&seen, diff, now);
         // An ask waiting for its text to settle is the user's, wherever an edit moved it.
@@ -333,7 +333,7 @@ impl<'t> LivePipeline<'t> {
         let markers = self.files.markers(lang, path, &source.bytes);
         let file = self.files.relative(path);
         let file = self.name_of_links(path, &source, file, &markers);
-        Some(Seen { path: path.to_path_buf(), source, lang, file, markers })
+        Some(Seen { path: path.to_path_buf(), source, lang, file, markers, reconciled: None })
     }
 
     /// The name a file with several hard links is known by: the name of another of its links
@@ -377,7 +377,7 @@ impl<'t> LivePipeline<'t> {
     /// revisions of asks announced a moment ago whose text the user is still typing.
     fn reconcile(
         &mut self,
-        seen: &Seen,
+        seen: &mut Seen,
         diff: Option<LineDiff>,
         now: Instant,
     ) -> (Vec<Marker>, Vec<Draft>) {
@@ -390,8 +390,9 @@ impl<'t> LivePipeline<'t> {
         let root = self.files.root().to_path_buf();
         let adopted = self.ledger.adopt_moved(&found, |file| !root.join(file).exists());
         self.tags.moved(&adopted, path);
-        let Reconciled { pairs, revisions, unsent } =
+        let Reconciled { pairs, revisions, unsent, others } =
             self.ledger.reconcile(&found, self.typing.revising());
+        seen.reconciled = others;
         for v in &revisions {
             let line = markers[v.marker].line;
             tracing::debug!("{}:{line}: {} changed under the user's hands", path.display(), v.id);
@@ -518,12 +519,14 @@ impl<'t> LivePipeline<'t> {
     /// untagged asks, recorded, so once.
     fn announce(&mut self, seen: &Seen, ready: Vec<Draft>) -> Vec<Ask> {
         let mode = self.ledger.mode;
-        let why = untaggable(seen, ready.len());
+        // Room for these tags beside those the file is owed already (a file of many asks gets
+        // its tags once its last round went out).
+        let why = untaggable(seen, ready.len() + self.tags.owed_to(&seen.path));
         let taggable = mode == TagMode::File && why.is_none();
         // A file with several names is one ask by any of them (see `Seen::file`): its id is
         // in the message, though no tag can be written into it.
         let with_id = taggable || mode == TagMode::Never || why == Some(fsio::SEVERAL_LINKS);
-        let (claimed, revised) = self.ledger.record(&seen.found(), ready);
+        let (claimed, revised) = self.ledger.record(&seen.found(), ready, seen.reconciled);
         let unsent = std::mem::take(&mut self.unsent);
         let stamped = taggable && !self.typing.autosaves();
         // Claimed and revised markers carry their record's id; a file that cannot be tagged
@@ -633,6 +636,34 @@ mod tests {
         // Its own tags' change is no news: nothing more is looked at or announced.
         assert!(live.process_change(&change, 64).is_empty());
         assert_eq!(live.scanned(), 1);
+    }
+
+    /// A later round of a file claims no marker that another server on the root recorded
+    /// since the file was looked at (the rounds skip pairing only while nobody else wrote).
+    #[test]
+    fn a_later_round_leaves_what_another_server_recorded_meanwhile() {
+        use crate::asks::{Asks, TagMode};
+        use crate::live::testing::scanner;
+        let state = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let server = || {
+            let asks = Asks::with_ledger_in(state.path(), &root, "@claude").unwrap();
+            super::LivePipeline::with_asks(root.clone(), scanner(), TagMode::Never, asks)
+        };
+        let (mut one, mut two) = (server(), server());
+        let p = root.join("a.py");
+        let text: String = (0..100).map(|i| format!("# @claude ask {i}\n")).collect();
+        crate::test_support::write(&p, &text).unwrap();
+        let change = Change { path: p.clone(), from_git: None, rescan: None, renamed_from: vec![] };
+        let first = one.process_change(&change, 64);
+        assert_eq!(first.len(), 64);
+        one.delivered(&first, true);
+        assert_eq!(two.process_change(&change, 1000).len(), 36, "the other server takes the rest");
+        let next = one.backlog(64).expect("the rest of the file in the backlog");
+        let lines: Vec<usize> = next.iter().map(|a| a.marker.line).collect();
+        assert!(lines.is_empty(), "claimed again: {lines:?}");
+        assert_eq!(one.ledger.asks.snapshot().len(), 100);
     }
 
     /// No room to deliver: the marker stays untagged, unrecorded, and its file waits in the

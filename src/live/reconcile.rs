@@ -43,6 +43,9 @@ pub(super) struct Reconciled {
     pub revisions: Vec<Revision>,
     /// Markers (by index) whose record was never sent, with its id.
     pub unsent: Vec<(usize, MarkerId)>,
+    /// The count of others' changes it was made knowing (see
+    /// [`Asks::update_knowing_others`]).
+    pub others: Option<u64>,
 }
 
 /// The asks of the root, and where their ids go.
@@ -64,7 +67,7 @@ impl Ledger {
     /// Also returns the markers that are asks recorded and never sent (their owner died in
     /// between: see [`AskRecord::unsent`]), with their ids: to be announced again.
     pub fn reconcile(&self, found: &InFile, revising: bool) -> Reconciled {
-        self.asks.update(|records| {
+        self.asks.update_knowing_others(|records, others| {
             let pairs = pairing::pair(found, records);
             let revisions =
                 if revising { find_revisions(found, &pairs, records) } else { Vec::new() };
@@ -75,19 +78,31 @@ impl Ledger {
                 (r.unsent && r.is_pending() && !revised).then_some((mi, r.id))
             });
             let unsent = unsent.collect();
-            Reconciled { pairs, revisions, unsent }
+            Reconciled { pairs, revisions, unsent, others }
         })
     }
 
     /// Records the ready asks of the file — new ones under new ids (unless another server on
     /// the root just did), revisions under the id they had — and returns them as (claimed,
-    /// revised), each with its record's id as its tag.
-    pub fn record(&self, found: &InFile, ready: Vec<Draft>) -> (Vec<Marker>, Vec<Marker>) {
+    /// revised), each with its record's id as its tag. `reconciled`: the count of others'
+    /// changes the file's markers were reconciled knowing ([`Seen::reconciled`]); while it is
+    /// still the count, no other server can have recorded the fresh ones (they paired with no
+    /// record then), and the file's markers need not be paired again — for a file of
+    /// thousands of asks going out in rounds, that pairing was most of each round.
+    ///
+    /// [`Seen::reconciled`]: super::files::Seen::reconciled
+    pub fn record(
+        &self,
+        found: &InFile,
+        ready: Vec<Draft>,
+        reconciled: Option<u64>,
+    ) -> (Vec<Marker>, Vec<Marker>) {
         let (fresh, revisions): (Vec<Draft>, Vec<Draft>) =
             ready.into_iter().partition(|d| d.revises.is_none());
         let fresh: Vec<Marker> = fresh.into_iter().map(|d| d.marker).collect();
-        self.asks.update(|records| {
-            let claimed = claim(found, fresh, records);
+        self.asks.update_knowing_others(|records, others| {
+            let known = reconciled.is_some() && reconciled == others;
+            let claimed = claim(found, fresh, records, !known);
             let revised = revise(found.src, revisions, records);
             (claimed, revised)
         })
@@ -246,20 +261,31 @@ fn place(found: &InFile, pairs: &[Option<usize>], records: &mut [AskRecord]) {
 }
 
 /// Gives each fresh marker a new id and records it — unless, looked at under the ledger's lock,
-/// another server on the root has just recorded it (`found`'s markers, all of the file's, are
-/// paired with the records again). Returns the markers claimed, with their ids as tags.
-fn claim(found: &InFile, fresh: Vec<Marker>, records: &mut Vec<AskRecord>) -> Vec<Marker> {
+/// another server on the root has just recorded it (when `by_others` says one may have:
+/// `found`'s markers, all of the file's, are paired with the records again). Returns the
+/// markers claimed, with their ids as tags.
+fn claim(
+    found: &InFile,
+    fresh: Vec<Marker>,
+    records: &mut Vec<AskRecord>,
+    by_others: bool,
+) -> Vec<Marker> {
     let InFile { src, file, markers, .. } = *found;
-    let pairs = pairing::pair(found, records);
-    let recorded: HashSet<usize> =
-        markers.iter().zip(&pairs).filter(|(_, p)| p.is_some()).map(|(m, _)| m.insert_at).collect();
-    let mut taken: HashSet<MarkerId> = records.iter().map(|r| r.id).collect();
+    let recorded: HashSet<usize> = if by_others {
+        let pairs = pairing::pair(found, records);
+        let paired = markers.iter().zip(&pairs).filter(|(_, p)| p.is_some());
+        paired.map(|(m, _)| m.insert_at).collect()
+    } else {
+        HashSet::new()
+    };
+    let mut taken = MarkerId::all_in(src);
+    taken.extend(records.iter().map(|r| r.id));
     let mut claimed = Vec::new();
     for m in fresh {
         if recorded.contains(&m.insert_at) {
             continue; // another server on the root recorded it a moment ago
         }
-        let id = MarkerId::fresh(src, &taken, uuid_random);
+        let id = MarkerId::fresh(&taken, uuid_random);
         taken.insert(id);
         records.push(record(src, file, &m, id));
         claimed.push(Marker { tag: Some(id), ..m });

@@ -134,6 +134,12 @@ impl TagQueue {
         }
     }
 
+    /// How many tags `path` is owed: heard or waiting to be heard.
+    pub fn owed_to(&self, path: &Path) -> usize {
+        let later = self.later.get(path).map_or(0, |l| l.ids.len());
+        later + self.unheard.values().filter(|p| *p == path).count()
+    }
+
     /// The asks `ids` followed their file to `to` (moved at `now`): their tags go there, at
     /// the next safe moment (the move is no save of other lines).
     pub fn moved(&mut self, ids: &[MarkerId], to: &Path) {
