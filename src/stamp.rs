@@ -1,7 +1,6 @@
 //! Pure byte splices on scanned files: stamping tags after triggers, and resolving (removing) a
 //! marker by id. Nothing but the tag bytes (or the removed marker) ever changes.
 
-
 use crate::id::MarkerId;
 use crate::languages::Language;
 use crate::lines::line_start;

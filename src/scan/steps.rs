@@ -5,20 +5,65 @@
 //! millions. [`Steps`] keeps the root's children in order and takes each step from the
 //! top-level node that holds it; what it cannot place that way it leaves to tree-sitter.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use tree_sitter::Node;
 
 /// A tree's root and its children, in order.
 pub(crate) struct Steps<'t> {
     root: Node<'t>,
     top: Vec<Node<'t>>,
+    /// Runs of comments measured from an offset: see [`Steps::comment_run`].
+    runs: RefCell<HashMap<usize, CommentRun>>,
 }
+
+/// What lies from an offset on, past the comments there: how many comments, and where the
+/// first node that is no comment starts (`None`: the walk ends first — the end of the file,
+/// or text where no node starts).
+pub(crate) type CommentRun = (usize, Option<usize>);
 
 impl<'t> Steps<'t> {
     /// The children of `root`, listed once (one pass of a cursor).
     pub fn new(root: Node<'t>) -> Self {
         let mut cursor = root.walk();
         let top = root.children(&mut cursor).collect();
-        Steps { root, top }
+        Steps { root, top, runs: RefCell::default() }
+    }
+
+    /// The [`CommentRun`] from `pos` on, with `step` telling what starts at an offset: the end
+    /// of the comment there, or `Err` with what stops the run. Each run is measured once for
+    /// every offset in it: in a file of consecutive comments each marker's look below would
+    /// otherwise walk the same run again.
+    pub fn comment_run(
+        &self,
+        pos: usize,
+        mut step: impl FnMut(usize) -> Result<usize, Option<usize>>,
+    ) -> CommentRun {
+        let mut runs = self.runs.borrow_mut();
+        let mut passed = Vec::new();
+        let mut p = pos;
+        let (mut n, stop) = loop {
+            if let Some(&known) = runs.get(&p) {
+                break known;
+            }
+            match step(p) {
+                Ok(end) if end > p => {
+                    passed.push(p);
+                    p = end;
+                }
+                Ok(_) => break (0, None), // an empty comment: no way on
+                Err(stop) => {
+                    runs.insert(p, (0, stop));
+                    break (0, stop);
+                }
+            }
+        };
+        for &q in passed.iter().rev() {
+            n += 1;
+            runs.insert(q, (n, stop));
+        }
+        runs.get(&pos).copied().unwrap_or((n, stop))
     }
 
     /// The root.

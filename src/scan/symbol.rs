@@ -362,27 +362,17 @@ fn below<'t>(
     let column = |at: usize| at - crate::lines::line_start(src, at);
     let indent = column(start);
     let mut pos = from;
-    for _ in 0..MAX_SKIPPED {
-        let at = pos + src.get(pos..)?.iter().take_while(|b| b.is_ascii_whitespace()).count();
-        if at >= src.len() {
+    // Each comment passed and each node passed counts against MAX_SKIPPED.
+    let mut used = 0;
+    while used < MAX_SKIPPED {
+        let (comments, stop) = steps.comment_run(pos, |p| next_is_comment(row, steps, src, p));
+        used += comments;
+        let at = stop?;
+        if used >= MAX_SKIPPED {
             return None;
         }
-        let leaf = steps.descendant(at, at + 1)?;
-        if leaf.start_byte() != at {
-            return None;
-        }
-        // The nodes that start here, smallest first.
-        let mut starting = vec![leaf];
-        while let Some(parent) = starting.last().and_then(|n| steps.parent(*n)) {
-            if parent.start_byte() != at || parent.id() == steps.root().id() {
-                break;
-            }
-            starting.push(parent);
-        }
-        if let Some(c) = starting.iter().find(|n| row.comment_kinds.iter().any(|k| k == n.kind())) {
-            pos = c.end_byte();
-            continue;
-        }
+        used += 1;
+        let starting = starting_at(steps, at)?;
         if column(at) < indent {
             return None;
         }
@@ -395,6 +385,43 @@ fn below<'t>(
         }
     }
     None
+}
+
+/// The step of [`below`]'s walk at `pos`: past blank space, the end of the comment that starts
+/// there, else `Err` with where the node that is no comment starts (`None`: the end of the
+/// file, or no node starts there).
+fn next_is_comment(
+    row: &Language,
+    steps: &Steps,
+    src: &[u8],
+    pos: usize,
+) -> Result<usize, Option<usize>> {
+    let rest = src.get(pos..).ok_or(None)?;
+    let at = pos + rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    if at >= src.len() {
+        return Err(None);
+    }
+    let starting = starting_at(steps, at).ok_or(None)?;
+    match starting.iter().find(|n| row.comment_kinds.iter().any(|k| k == n.kind())) {
+        Some(c) => Ok(c.end_byte()),
+        None => Err(Some(at)),
+    }
+}
+
+/// The nodes that start at `at`, smallest first; `None` if none does.
+fn starting_at<'t>(steps: &Steps<'t>, at: usize) -> Option<Vec<Node<'t>>> {
+    let leaf = steps.descendant(at, at + 1)?;
+    if leaf.start_byte() != at {
+        return None;
+    }
+    let mut starting = vec![leaf];
+    while let Some(parent) = starting.last().and_then(|n| steps.parent(*n)) {
+        if parent.start_byte() != at || parent.id() == steps.root().id() {
+            break;
+        }
+        starting.push(parent);
+    }
+    Some(starting)
 }
 
 /// The definition that `node` is, or wraps (`export class …`, `const f = () => …;`): the
