@@ -356,6 +356,30 @@ mod tests {
             .collect()
     }
 
+    /// A state directory and a root holding `a.py`, for servers on that root.
+    struct OneRoot {
+        state: tempfile::TempDir,
+        root: tempfile::TempDir,
+    }
+
+    impl OneRoot {
+        fn new() -> OneRoot {
+            let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            std::fs::write(root.path().join("a.py"), "").unwrap();
+            OneRoot { state, root }
+        }
+
+        /// A server's asks, read from the ledger as a start does.
+        fn open(&self) -> Asks {
+            Asks::with_ledger_in(self.state.path(), self.root.path(), DEFAULT_TRIGGER).unwrap()
+        }
+    }
+
+    /// The ids of the asks, in order.
+    fn ids(asks: &Asks) -> Vec<String> {
+        asks.snapshot().iter().map(|r| r.id.to_string()).collect()
+    }
+
     /// A change costs what it changes, not what the ledger holds: it is appended, and the
     /// bytes already there stay where they are (same file, same bytes).
     #[test]
@@ -552,8 +576,6 @@ mod tests {
         // What one forgets, the other forgets; what it adds, the other sees.
         two.update(|r| r.retain(|r| r.id != "fw-00000002".parse().unwrap()));
         two.update(|r| r.extend(many(100, 1)));
-        let ids =
-            |asks: &Asks| asks.snapshot().iter().map(|r| r.id.to_string()).collect::<Vec<_>>();
         let want = ["fw-00000001", "fw-00000003", "fw-00000004", "fw-00000005", "fw-00000064"];
         assert_eq!(ids(&one), want);
         assert_eq!(ids(&open()), want, "after a restart");
@@ -563,13 +585,10 @@ mod tests {
     /// nothing for one it left as it was; the other server and a restart see the marks.
     #[test]
     fn marks_append_what_they_change_only() {
-        let state = tempfile::tempdir().unwrap();
-        let root = tempfile::tempdir().unwrap();
-        std::fs::write(root.path().join("a.py"), "").unwrap();
-        let open = || Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
-        let (one, two) = (open(), open());
+        let place = OneRoot::new();
+        let (one, two) = (place.open(), place.open());
         one.update(|r| r.extend(many(1, 5)));
-        let path = ledger_file(state.path());
+        let path = ledger_file(place.state.path());
         let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
         let before = lines();
         let id = |n: u32| format!("fw-{n:08x}").parse::<MarkerId>().unwrap();
@@ -585,7 +604,7 @@ mod tests {
         };
         let want = [(false, false), (true, false), (true, false), (false, true), (false, false)];
         assert_eq!(marks(&one), want);
-        assert_eq!(marks(&open()), want, "after a restart");
+        assert_eq!(marks(&place.open()), want, "after a restart");
     }
 
     /// Windows renames over no file another server holds open, so a rewrite of the log can be
@@ -595,21 +614,16 @@ mod tests {
     #[test]
     fn a_rewrite_put_off_keeps_the_spare_in_step() {
         let _refused = super::ledger::refuse_rewrites();
-        let state = tempfile::tempdir().unwrap();
-        let root = tempfile::tempdir().unwrap();
-        std::fs::write(root.path().join("a.py"), "").unwrap();
-        let open = || Asks::with_ledger_in(state.path(), root.path(), DEFAULT_TRIGGER).unwrap();
-        let one = open();
+        let place = OneRoot::new();
+        let one = place.open();
         one.update(|r| r.extend(many(1, 5)));
-        let ids =
-            |asks: &Asks| asks.snapshot().iter().map(|r| r.id.to_string()).collect::<Vec<_>>();
         for i in 0..30 {
             // One forgotten, one added: every change both drops and appends.
             one.update(|r| {
                 r.remove(0);
                 r.extend(many(100 + i, 1));
             });
-            assert_eq!(ids(&open()), ids(&one), "after change {i}, a restart");
+            assert_eq!(ids(&place.open()), ids(&one), "after change {i}, a restart");
         }
     }
 

@@ -74,26 +74,7 @@ impl Ledger {
         records: &mut Vec<AskRecord>,
         change: impl FnOnce(&mut Vec<AskRecord>, Option<u64>) -> T,
     ) -> T {
-        let Ledger { lock_path, lock, log } = self;
-        let held = match lock.hold(lock_path) {
-            Ok(held) => Some(held),
-            Err(source) => {
-                Problem::Ledger { path: lock_path.clone(), source }.log();
-                None
-            }
-        };
-        let fresh = held.is_some() && log.refresh(records).map_err(|e| log.problem(e)).is_ok();
-        // Not up to date: nothing is known of others.
-        let others = fresh.then_some(log.others);
-        let out = change(records, others);
-        // Written only when up to date: a change made on a stale view would undo others'.
-        if fresh {
-            if let Err(e) = log.record(records) {
-                log.problem(e);
-            }
-        }
-        drop(held);
-        out
+        self.locked(records, change, |log, records, _| log.record(records))
     }
 
     /// [`Ledger::update`] for a change that only marks the records with these ids (sent,
@@ -106,6 +87,26 @@ impl Ledger {
         flush: Flush,
         mut mark: impl FnMut(&mut AskRecord),
     ) {
+        let marked = |records: &mut Vec<AskRecord>, _| {
+            let at = positions(records, ids);
+            for &i in &at {
+                mark(&mut records[i]);
+            }
+            at
+        };
+        self.locked(records, marked, |log, records, at| log.record_some(records, at, flush));
+    }
+
+    /// Under the lock, with `records` brought up to date with the log first: runs `change`
+    /// (told the count of others' changes, see [`Ledger::update`]), then `write`, which
+    /// appends what it changed — only when the records were up to date: a change made on a
+    /// stale view would undo others'.
+    fn locked<T>(
+        &mut self,
+        records: &mut Vec<AskRecord>,
+        change: impl FnOnce(&mut Vec<AskRecord>, Option<u64>) -> T,
+        write: impl FnOnce(&mut Log, &[AskRecord], &T) -> io::Result<()>,
+    ) -> T {
         let Ledger { lock_path, lock, log } = self;
         let held = match lock.hold(lock_path) {
             Ok(held) => Some(held),
@@ -115,17 +116,15 @@ impl Ledger {
             }
         };
         let fresh = held.is_some() && log.refresh(records).map_err(|e| log.problem(e)).is_ok();
-        let at = positions(records, ids);
-        for &i in &at {
-            mark(&mut records[i]);
-        }
-        // Written only when up to date, as in `update`.
+        // Not up to date: nothing is known of others.
+        let out = change(records, fresh.then_some(log.others));
         if fresh {
-            if let Err(e) = log.record_some(records, &at, flush) {
+            if let Err(e) = write(log, records, &out) {
                 log.problem(e);
             }
         }
         drop(held);
+        out
     }
 
     /// Brings `records` up to date with the log, under the lock; changes nothing.
