@@ -353,9 +353,18 @@ export class Session {
     return { before, after };
   }
 
-  /** The files under VS Code's user-data folder (hot-exit backups and the like), relative. */
+  /** The files under VS Code's user-data folder (hot-exit backups and the like), relative. VS Code
+   * deletes files there while we list: one gone between the listing and its stat is not there. */
   userDataFiles() {
-    return fs.readdirSync(this.userData, { recursive: true }).filter((f) => fs.statSync(path.join(this.userData, f)).isFile());
+    for (;;) {
+      try {
+        return fs
+          .readdirSync(this.userData, { recursive: true })
+          .filter((f) => fs.statSync(path.join(this.userData, f), { throwIfNoEntry: false })?.isFile());
+      } catch (e) {
+        if (e.code !== 'ENOENT') throw e; // a folder gone mid-walk: list again
+      }
+    }
   }
 
   /** Polls `cond` every 50 ms until it is truthy or `ms` pass (then throws, saying `what`). */

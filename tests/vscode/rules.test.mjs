@@ -20,6 +20,13 @@ async function buffer(s) {
   return (await s.state()).lines.join('\n');
 }
 
+/** Waits until VS Code has saved `text`: on disk AND the tab clean. The bytes land before VS Code
+ * stats the file it wrote; a write of ours in between would become the stat VS Code keeps (and,
+ * with the mtime put back, look like its own save: no reload), so the next write waits for both. */
+async function seeSaved(s, text, what = 'the save') {
+  await s.waitFor(what, async () => s.disk() === text && !(await s.state()).dirty, 10_000);
+}
+
 /** Writes `text` and waits until VS Code's buffer shows it: returns the milliseconds taken. */
 async function writeAndSeeReload(s, text, opts) {
   const t = Date.now();
@@ -96,7 +103,7 @@ describe('VS Code 1.139 with a file written under it (no filewatch-mcp)', { conc
       await s.waitFor('the conflict toast', () => conflicts() === 1, 10_000);
       assert.equal(s.disk(), TAGGED, 'the refused save wrote nothing');
       await s.clickToastButton(CONFLICT, 'Overwrite');
-      await s.waitFor('Overwrite to write the buffer', () => s.disk() === mine, 10_000);
+      await seeSaved(s, mine, 'Overwrite to write the buffer');
 
       // Newer mtime, the size VS Code last saved: the save goes through, and the other
       // program's change is lost without a word.
@@ -106,7 +113,7 @@ describe('VS Code 1.139 with a file written under it (no filewatch-mcp)', { conc
       s.writeDisk(other);
       await s.pause(SETTLE_MS);
       await s.save();
-      await s.waitFor('the save', () => s.disk() === mine, 10_000);
+      await seeSaved(s, mine);
       assert.equal(conflicts(), 1, 'no second conflict: same size, so the same etag');
 
       // Other size, but the modification time put back: no conflict either, the change is lost.
@@ -116,7 +123,7 @@ describe('VS Code 1.139 with a file written under it (no filewatch-mcp)', { conc
       await s.pause(SETTLE_MS);
       assert.equal(await buffer(s), mine, 'dirty: no reload');
       await s.save();
-      await s.waitFor('the save', () => s.disk() === mine, 10_000);
+      await seeSaved(s, mine);
       assert.equal(conflicts(), 1, 'no conflict: the file is not newer than VS Code last saw it');
 
       // Clean, other size, the mtime put back: reloaded (the size changes the etag).
