@@ -1,5 +1,5 @@
 //! Issue 30's "nothing held back" numbers, `cargo bench --bench holdback` (`-- --quick`: the
-//! small cases only; `-- --history`: the long history only), through `watch --json --debounce 50ms --settle 0s` (release build):
+//! small cases only; `-- --history`: the long history only; `-- --asks=N`: a file of N asks only), through `watch --json --debounce 50ms --settle 0s` (release build):
 //!
 //! - a file of N consecutive asks (`#@claude xyz`, N = 1,000, 4,000, 20,000, 80,000 — 80,000 is
 //!   as many as fit under the 1 MiB file limit): time from its save to its first ask, and to its
@@ -27,7 +27,11 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let history_only = std::env::args().any(|a| a == "--history");
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_filewatch-mcp"));
+    // `-- --asks=N`: one file of N asks, with the other file saved after it.
+    let one: Vec<usize> =
+        std::env::args().filter_map(|a| a.strip_prefix("--asks=")?.parse().ok()).collect();
     let sizes: &[usize] = match (quick, history_only) {
+        _ if !one.is_empty() => &one,
         (_, true) => &[],
         (true, _) => &[1_000, 4_000],
         _ => &[1_000, 4_000, 20_000, 80_000],
@@ -36,7 +40,7 @@ fn main() {
     for &n in sizes {
         many_asks(&bin, n, n == *sizes.last().unwrap());
     }
-    if !quick {
+    if !quick && one.is_empty() {
         long_history(&bin);
     }
 }

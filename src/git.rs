@@ -490,6 +490,11 @@ impl GitLines {
         out
     }
 
+    /// True if none of `paths` is in a git repository: git holds none of their lines.
+    pub fn holds_none_of(&self, paths: &[&Path]) -> bool {
+        paths.iter().all(|p| repo_path(p).is_none())
+    }
+
     /// Which of `keys` (see [`crate::lines::line_key`]; with [`GitLines::for_trigger`], also
     /// [`crate::lines::place_keys`] of lines holding the trigger) are lines git holds in a
     /// version of one of `paths` (the file, then the paths it was moved from): see the module's

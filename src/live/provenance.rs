@@ -123,6 +123,9 @@ impl Provenance {
     /// True if `m` was found not typed before, at its place, in this file or at a path it was
     /// renamed from.
     pub fn was_not_typed(&self, path: &Path, bytes: &[u8], m: &Marker) -> bool {
+        if self.not_typed.is_empty() {
+            return false; // the usual case, and a file of thousands of asks asks it of each
+        }
         let keys = place_of(bytes, m);
         let chain = self.renames.chain(path);
         chain.iter().any(|p| keys.iter().any(|&k| self.not_typed.contains(&(p.clone(), k))))
@@ -171,6 +174,8 @@ impl Provenance {
             let held = self.git.held(&paths, from_git, &keys);
             let held = |m: &&Marker| held.contains(&line_key(&line_of(bytes, m)));
             fresh.iter().filter(held).map(|m| m.insert_at).collect()
+        } else if self.git.holds_none_of(&paths) {
+            HashSet::new() // in no repository: nothing to look up line by line
         } else {
             held_in_place(&mut self.git, &paths, seen, &fresh)
         };
@@ -187,6 +192,9 @@ impl Provenance {
         let chain = self.renames.chain(path);
         let claude = &self.claude;
         let records = chain.iter().fold(Written::default(), |w, p| w.and(claude.written(p)));
+        if records.written.is_empty() && records.proposed.is_empty() {
+            return fresh; // Claude wrote nothing here: no line to look up
+        }
         let claudes = |m: &Marker| place_of(bytes, m).iter().any(|k| records.written.contains(k));
         let mut fresh = self.drop_not_typed(seen, fresh, claudes, "Claude's file tool wrote it");
         fresh.retain(|m| {
