@@ -70,7 +70,9 @@ fn many_asks(bin: &Path, n: usize, other: bool) {
     std::fs::write(root.join("big.py"), asks(n)).unwrap();
     let mut other_saved = None;
     if other {
-        std::thread::sleep(Duration::from_millis(10)); // after it, as a user's next save
+        // After it, as a user's next save (`-- --other-after=MS`: that long after it).
+        let after = std::env::args().find_map(|a| a.strip_prefix("--other-after=")?.parse().ok());
+        std::thread::sleep(Duration::from_millis(after.unwrap_or(10)));
         std::fs::write(root.join("small.py"), "# @claude the one ask\n").unwrap();
         other_saved = Some(Instant::now());
     }

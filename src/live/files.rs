@@ -236,6 +236,12 @@ impl<'t> Files<'t> {
         markers
     }
 
+    /// Takes `markers` as what the scan of `path`'s bytes hashed `hash` found (scanned
+    /// elsewhere): [`Files::markers`] gives them for those bytes.
+    pub fn scanned_as(&mut self, path: &Path, hash: u64, markers: Vec<Marker>) {
+        self.last_scan = Some((path.to_path_buf(), hash, markers));
+    }
+
     /// Replaces the file at hand, `path`, read as `old`, with `new`: through the directory held
     /// since the read, and only while that is still the directory at its path (checked just
     /// before and just after the exchange).

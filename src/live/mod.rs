@@ -12,11 +12,13 @@
 //!   asks to a [`Sink`];
 //! - `pipeline`: [`LivePipeline`], a change's way, step by step, over the parts below;
 //! - `files`: reading a file of the root safely; what each file held when we last left it;
+//! - `aside`: big files parsed and scanned on a thread of their own, so no other file waits;
 //! - `reconcile`: the file's markers against the ledger: closed, revised, claimed;
 //! - `provenance`: what the user did not type (git's lines, Claude's writes, renames);
 //! - `typing`: asks the user may still be typing (autosaving editors);
 //! - `tag_queue`: delivered asks waiting for their file to be quiet to get their tags.
 
+mod aside;
 mod files;
 mod pipeline;
 mod provenance;

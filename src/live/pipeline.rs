@@ -13,9 +13,11 @@ use crate::autosave::{Draft, KeptHabit, LineDiff, ModeSwitch};
 use crate::fsio::{self, Source};
 use crate::git::GitWindow;
 use crate::id::MarkerId;
+use crate::lines::content_hash;
 use crate::scan::{Marker, Scanner};
 use crate::watch::Change;
 
+use super::aside::{Aside, ASIDE_BYTES};
 use super::files::{Files, Seen};
 use super::provenance::Provenance;
 use super::reconcile::{Ledger, Reconciled};
@@ -43,9 +45,11 @@ pub struct LivePipeline<'t> {
     /// Asks recorded by an owner that died before sending them, found in the change at hand:
     /// ready at once, announced under their ids as they were (no revision).
     unsent: HashSet<MarkerId>,
-    /// Files git may have written whose history is being searched in the background: looked at
-    /// again when the answer is in.
+    /// Files git may have written whose history is being searched in the background, and big
+    /// files being scanned beside the worker: looked at again when the answer is in.
     parked: HashMap<PathBuf, Change>,
+    /// The thread that scans big files, once [`LivePipeline::scan_big_files_aside`] started it.
+    aside: Option<Aside>,
     /// Runs between the read and the stamp's write: tests change the file there.
     #[cfg(test)]
     pub(super) before_stamp: Option<Hook>,
@@ -85,6 +89,7 @@ impl<'t> LivePipeline<'t> {
             backlog: VecDeque::new(),
             unsent: HashSet::new(),
             parked: HashMap::new(),
+            aside: None,
             #[cfg(test)]
             before_stamp: None,
         }
@@ -170,7 +175,14 @@ impl<'t> LivePipeline<'t> {
         self.provenance.git.search_in_background(std::sync::Arc::new(wake));
     }
 
-    /// The file `path`, whose history search is done, is looked at again (if it still waits;
+    /// From now on a big file ([`ASIDE_BYTES`] or more) is parsed and scanned on a thread of its
+    /// own while the worker goes on with other files, and `wake` is told the file when its
+    /// markers are in (then [`LivePipeline::unpark`] it). For the built-in language table.
+    pub fn scan_big_files_aside(&mut self, wake: impl Fn(&Path) + Send + Sync + 'static) {
+        self.aside = Aside::start(self.files.scanner.trigger(), std::sync::Arc::new(wake));
+    }
+
+    /// The file `path`, whose history search or scan beside the worker is done, is looked at again (if it still waits;
     /// no save of the user's, so not one for [`Typing::saved`]).
     pub fn unpark(&mut self, path: &Path, room: usize) -> Vec<Ask> {
         self.provenance.git.poll_history();
@@ -300,6 +312,13 @@ impl<'t> LivePipeline<'t> {
             return None;
         }
         let diff = self.files.diff(path, &source.bytes);
+        if self.scanning_aside(path, &source) {
+            tracing::debug!("{}: scanned beside the worker; looked at when done", path.display());
+            // Its renames are followed already: the next look must not follow them again.
+            let change = Change { renamed_from: Vec::new(), ..change.clone() };
+            self.parked.insert(path.to_path_buf(), change);
+            return None;
+        }
         let mut seen = self.seen(path, source)?;
         if let Some(window) = &change.from_git {
             if self.provenance.history_pending(&seen, window) {
@@ -325,6 +344,30 @@ impl<'t> LivePipeline<'t> {
         candidates.extend(typed.into_iter().map(|m| Draft::new(m, None, now)));
         candidates.sort_by_key(|d| d.marker.line);
         Some((seen, candidates, diff))
+    }
+
+    /// True if `source`, the bytes of `path`, are being scanned beside the worker: a big file
+    /// with the trigger in it, whose markers for these bytes are not in yet. Once they are,
+    /// they are what [`Files::markers`] gives for these bytes.
+    fn scanning_aside(&mut self, path: &Path, source: &Source) -> bool {
+        let Some(aside) = &mut self.aside else { return false };
+        let bytes = &source.bytes;
+        if bytes.len() < ASIDE_BYTES || !self.files.scanner.may_hold_marker(bytes) {
+            return false;
+        }
+        let Some(lang) = self.files.table().detect(path, bytes) else { return false };
+        let hash = content_hash(bytes);
+        match aside.take(path, hash) {
+            Some(Some(markers)) => {
+                self.files.scanned_as(path, hash, markers);
+                false
+            }
+            Some(None) => false, // its scan failed there: scanned here
+            None => {
+                aside.send(path, lang, bytes, hash);
+                true
+            }
+        }
     }
 
     /// The file read as `source`, with its language, name and markers; `None` in no language.
