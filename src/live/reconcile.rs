@@ -132,15 +132,19 @@ impl Ledger {
     /// being seen. Returns their ids. Costs nothing unless a marker no record of the file
     /// pairs with has the words of a pending ask of another file.
     pub fn adopt_moved(&self, found: &InFile, gone: impl Fn(&str) -> bool) -> Vec<MarkerId> {
-        let first = |t: &str| t.lines().next().unwrap_or_default().to_string();
-        let words: HashSet<String> = found.markers.iter().map(|m| first(&m.text)).collect();
-        let tags: HashSet<MarkerId> = found.markers.iter().filter_map(|m| m.tag).collect();
+        // Sets of the other files' pending asks (few), not of this file's markers (a file can
+        // hold tens of thousands).
+        fn first(text: &str) -> &str {
+            text.lines().next().unwrap_or_default()
+        }
         let maybe = self.asks.view(|records| {
-            records.iter().any(|r| {
-                r.is_pending()
-                    && r.file != found.file
-                    && (tags.contains(&r.id) || words.contains(&first(&r.text)))
-            })
+            let others = || records.iter().filter(|r| r.is_pending() && r.file != found.file);
+            let words: HashSet<&str> = others().map(|r| first(&r.text)).collect();
+            let ids: HashSet<MarkerId> = others().map(|r| r.id).collect();
+            !ids.is_empty()
+                && found.markers.iter().any(|m| {
+                    m.tag.is_some_and(|t| ids.contains(&t)) || words.contains(first(&m.text))
+                })
         });
         if !maybe {
             return Vec::new();
