@@ -182,8 +182,8 @@ impl<'t> LivePipeline<'t> {
         self.aside = Aside::start(self.files.scanner.trigger(), std::sync::Arc::new(wake));
     }
 
-    /// The file `path`, whose history search or scan beside the worker is done, is looked at again (if it still waits;
-    /// no save of the user's, so not one for [`Typing::saved`]).
+    /// The file `path`, whose history search or scan beside the worker is done, is looked at
+    /// again (if it still waits; no save of the user's, so not one for [`Typing::saved`]).
     pub fn unpark(&mut self, path: &Path, room: usize) -> Vec<Ask> {
         self.provenance.git.poll_history();
         let Some(change) = self.parked.remove(path) else { return Vec::new() };
