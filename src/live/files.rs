@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::autosave::LineDiff;
 use crate::error::Problem;
@@ -31,8 +32,8 @@ pub(super) struct Seen<'t> {
     pub lang: &'t Language,
     /// The file relative to the root, `/`-separated.
     pub file: String,
-    /// Its markers, in file order.
-    pub markers: Vec<Marker>,
+    /// Its markers, in file order: shared, not copied, by the rounds of a file of many asks.
+    pub markers: Arc<[Marker]>,
     /// The count of others' changes its markers were reconciled with the records knowing
     /// ([`crate::asks::Asks::update_knowing_others`]); `None` if they were not.
     pub reconciled: Option<u64>,
@@ -62,7 +63,7 @@ pub(super) struct Files<'t> {
     /// The syntax trees of recently scanned files: a save re-parses only what it changed.
     pub(super) trees: TreeCache,
     /// The last file scanned: its path, the hash of its bytes, its markers.
-    last_scan: Option<(PathBuf, u64, Vec<Marker>)>,
+    last_scan: Option<(PathBuf, u64, Arc<[Marker]>)>,
     /// The directory of the file at hand, held since it was read.
     here: Option<Here>,
     /// Files read and scanned (not skipped as unchanged): for logs and tests.
@@ -224,14 +225,15 @@ impl<'t> Files<'t> {
     /// The markers of `path`'s `bytes`: scanned (incrementally), or, for the very bytes scanned
     /// last, as found then — a file with thousands of asks is scanned once for all its rounds,
     /// not once a round.
-    pub fn markers(&mut self, lang: &Language, path: &Path, bytes: &[u8]) -> Vec<Marker> {
+    pub fn markers(&mut self, lang: &Language, path: &Path, bytes: &[u8]) -> Arc<[Marker]> {
         let hash = content_hash(bytes);
         if let Some((p, h, markers)) = &self.last_scan {
             if p == path && *h == hash {
                 return markers.clone();
             }
         }
-        let markers = self.scanner.scan_incremental(lang, bytes, &mut self.trees, path);
+        let markers: Arc<[Marker]> =
+            self.scanner.scan_incremental(lang, bytes, &mut self.trees, path).into();
         self.last_scan = Some((path.to_path_buf(), hash, markers.clone()));
         markers
     }
@@ -239,7 +241,7 @@ impl<'t> Files<'t> {
     /// Takes `markers` as what the scan of `path`'s bytes hashed `hash` found (scanned
     /// elsewhere): [`Files::markers`] gives them for those bytes.
     pub fn scanned_as(&mut self, path: &Path, hash: u64, markers: Vec<Marker>) {
-        self.last_scan = Some((path.to_path_buf(), hash, markers));
+        self.last_scan = Some((path.to_path_buf(), hash, markers.into()));
     }
 
     /// Replaces the file at hand, `path`, read as `old`, with `new`: through the directory held

@@ -318,7 +318,7 @@ fn held_in_place(
     let bytes = seen.bytes();
     let texts: HashSet<u64> = fresh.iter().map(|m| line_key(&line_of(bytes, m))).collect();
     let mut by_text: HashMap<u64, Vec<&Marker>> = HashMap::new();
-    for m in &seen.markers {
+    for m in seen.markers.iter() {
         let text = line_key(&line_of(bytes, m));
         if texts.contains(&text) {
             by_text.entry(text).or_default().push(m);
