@@ -31,6 +31,7 @@ use crate::lines::{version_keys, HeldLines, LineKeys};
 mod history;
 
 use history::Search;
+pub use history::Waker;
 
 /// An index lock older than this is stale (a crashed git leaves one behind): stop holding.
 const STALE_LOCK: Duration = Duration::from_secs(10);

@@ -18,7 +18,8 @@ use super::{git_command, is_object_id, GitDir, GitLines};
 use crate::error::Problem;
 use crate::lines::{content_hash, version_keys};
 
-/// What the live worker is told when a search of a file's history is done: the changed file.
+/// What the live worker is told when work on a file beside it is done (a search of its history,
+/// the scan of a big file: [`crate::live`]): the file.
 pub type Waker = Arc<dyn Fn(&Path) + Send + Sync>;
 
 /// How many histories are searched at once in the background; more wait their turn.

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::git::Waker;
 use crate::languages::{Language, LanguageTable};
 use crate::scan::{Marker, Scanner, TreeCache};
 
@@ -43,7 +44,7 @@ impl Aside {
     /// Starts the thread, which scans for `trigger` over the built-in languages and calls
     /// `wake` with each file it is done with. `None` if no thread could be started (then big
     /// files are scanned on the worker, as small ones are).
-    pub fn start(trigger: &str, wake: Arc<dyn Fn(&Path) + Send + Sync>) -> Option<Aside> {
+    pub fn start(trigger: &str, wake: Waker) -> Option<Aside> {
         let scanner = Scanner::new(LanguageTable::builtin(), trigger).ok()?;
         let (jobs, inbox) = mpsc::channel();
         let done = Arc::new(Mutex::new(HashMap::new()));
@@ -61,12 +62,11 @@ impl Aside {
     /// What the scan of `path`'s bytes (hashed `hash`) found, if it is done: `Some(None)` if
     /// the scan failed. Takes it out; a scan of other bytes of the file is dropped.
     pub fn take(&mut self, path: &Path, hash: u64) -> Option<Found> {
-        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
-        let (scanned, _) = done.get(path)?;
-        if self.pending.get(path) == Some(scanned) {
-            self.pending.remove(path);
+        let done = self.done.lock().unwrap_or_else(PoisonError::into_inner).remove(path);
+        let (scanned, found) = done?;
+        if self.pending.get(path) == Some(&scanned) {
+            self.pending.remove(path); // else newer bytes are on their way
         }
-        let (scanned, found) = done.remove(path)?;
         (scanned == hash).then_some(found)
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::asks::{Asks, TagMode};
 use crate::autosave::{Draft, KeptHabit, LineDiff, ModeSwitch};
 use crate::fsio::{self, Source};
-use crate::git::GitWindow;
+use crate::git::{GitWindow, Waker};
 use crate::id::MarkerId;
 use crate::lines::content_hash;
 use crate::scan::{Marker, Scanner};
@@ -48,7 +48,7 @@ pub struct LivePipeline<'t> {
     /// Files git may have written whose history is being searched in the background, and big
     /// files being scanned beside the worker: looked at again when the answer is in.
     parked: HashMap<PathBuf, Change>,
-    /// The thread that scans big files, once [`LivePipeline::scan_big_files_aside`] started it.
+    /// The thread that scans big files, once [`LivePipeline::wake_when_ready`] started it.
     aside: Option<Aside>,
     /// Runs between the read and the stamp's write: tests change the file there.
     #[cfg(test)]
@@ -168,18 +168,15 @@ impl<'t> LivePipeline<'t> {
         self.typing.switches()
     }
 
-    /// From now on a file git may have written whose history must be searched waits for the
-    /// answer without holding up the others: the search runs on a thread of its own, and
-    /// `wake` is told the file when it is done (then [`LivePipeline::unpark`] it).
-    pub fn wake_after_history(&mut self, wake: impl Fn(&Path) + Send + Sync + 'static) {
-        self.provenance.git.search_in_background(std::sync::Arc::new(wake));
-    }
-
-    /// From now on a big file ([`ASIDE_BYTES`] or more) is parsed and scanned on a thread of its
-    /// own while the worker goes on with other files, and `wake` is told the file when its
-    /// markers are in (then [`LivePipeline::unpark`] it). For the built-in language table.
-    pub fn scan_big_files_aside(&mut self, wake: impl Fn(&Path) + Send + Sync + 'static) {
-        self.aside = Aside::start(self.files.scanner.trigger(), std::sync::Arc::new(wake));
+    /// From now on what would hold the worker up runs on threads of their own, and `wake` is
+    /// told the file when its answer is in (then [`LivePipeline::unpark`] it): the search of
+    /// the history of a file git may have written, and the parse and scan of a big file
+    /// ([`ASIDE_BYTES`] or more; for the built-in language table). The file waits, the others
+    /// go on.
+    pub fn wake_when_ready(&mut self, wake: impl Fn(&Path) + Send + Sync + 'static) {
+        let wake: Waker = std::sync::Arc::new(wake);
+        self.provenance.git.search_in_background(wake.clone());
+        self.aside = Aside::start(self.files.scanner.trigger(), wake);
     }
 
     /// The file `path`, whose history search or scan beside the worker is done, is looked at
@@ -642,6 +639,45 @@ mod tests {
     /// out in rounds from that — not one whole look a round (with the tags of the round before
     /// written into it in between), which made 20,000 asks take minutes to drain. Its tags
     /// wait for the last round and then go in with one write.
+    /// A big file is scanned beside the worker: its change returns nothing at once (the file
+    /// waits, the worker goes on), and when its markers are in, the file is looked at again
+    /// and announced. Saved again while the first bytes were being scanned, it is announced as
+    /// saved last: never the first version's markers read over the second's bytes.
+    #[test]
+    fn a_big_file_is_scanned_aside_and_announced_as_saved_last() {
+        use super::ASIDE_BYTES;
+        use std::path::Path;
+        use std::sync::mpsc;
+        use std::time::Duration;
+        const N: usize = 15_000; // about 200 KB: over ASIDE_BYTES
+        let dir = tempfile::tempdir().unwrap();
+        let mut live = live(dir.path());
+        let (tx, woken) = mpsc::channel();
+        live.wake_when_ready(move |p: &Path| {
+            let _ = tx.send(p.to_path_buf());
+        });
+        let p = live.files.root.join("big.py");
+        let first: String = (0..N).map(|i| format!("#@claude a{i}\n")).collect();
+        assert!(first.len() > ASIDE_BYTES);
+        let change = Change { path: p.clone(), from_git: None, rescan: None, renamed_from: vec![] };
+        crate::test_support::write(&p, &first).unwrap();
+        assert!(live.process_change(&change, N).is_empty(), "scanned on the worker");
+        let last = first.replacen("#@claude a0\n", "#@claude b0 saved last\n", 1);
+        crate::test_support::write(&p, &last).unwrap();
+        assert!(live.process_change(&change, N).is_empty(), "scanned on the worker");
+        let asks = loop {
+            let path = woken.recv_timeout(Duration::from_secs(60)).expect("no scan done in 60 s");
+            let asks = live.unpark(&path, N);
+            if !asks.is_empty() {
+                break asks;
+            }
+        };
+        assert_eq!(asks.len(), N);
+        assert_eq!(asks[0].marker.text, "@claude b0 saved last");
+        assert_eq!(asks[1].marker.text, "@claude a1");
+        assert_eq!(live.scanned(), 1, "looked at once, with the markers of the bytes saved last");
+    }
+
     #[test]
     fn a_file_of_many_asks_is_looked_at_once_for_all_its_rounds() {
         use std::time::Instant;

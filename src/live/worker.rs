@@ -169,12 +169,8 @@ impl Live {
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
         let (end, ended) = std::sync::mpsc::channel::<()>();
         let (wake, inputs) = merge(changes, heard)?;
-        let wake_after_scan = wake.clone();
-        live.wake_after_history(move |path: &Path| {
+        live.wake_when_ready(move |path: &Path| {
             let _ = wake.send(Input::Unpark(path.to_path_buf()));
-        });
-        live.scan_big_files_aside(move |path: &Path| {
-            let _ = wake_after_scan.send(Input::Unpark(path.to_path_buf()));
         });
         let worker = {
             let stop = stop.clone();
